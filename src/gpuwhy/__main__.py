@@ -1,0 +1,3 @@
+from gpuwhy.cli import console_main
+
+console_main()

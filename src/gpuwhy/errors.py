@@ -1,0 +1,62 @@
+"""Exit codes and the error hierarchy for people-facing failures.
+
+A `GpuwhyError` is a user-level problem (a wrong flag, a bad file, a missing GPU): the CLI prints
+its one-line message and fix and exits with its code, never a traceback.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Documented exit codes of the `gpuwhy` command (README, "Exit codes")."""
+
+    OK = 0
+    PROBLEMS = 1  # an error-severity finding was reported
+    USAGE = 2  # unknown flag, bad argument, missing/corrupt/foreign file
+    NO_DEVICE = 3  # the command needs a GPU (watch) and none is usable
+    FAIL_ON = 4  # `--fail-on` matched a finding (report); `run` uses RUN_FAIL_ON
+    # `run` exits with the child's own code; these are the shell's conventions for a child that
+    # could not start, so scripts can tell them apart from the training's own failures.
+    CANNOT_EXECUTE = 126
+    COMMAND_NOT_FOUND = 127
+    INTERRUPTED = 130  # gpuwhy itself was interrupted (Ctrl-C) outside a child
+    INTERNAL = 70  # a bug in gpuwhy (EX_SOFTWARE): the message asks for a report
+
+
+class GpuwhyError(Exception):
+    """Base of every error the CLI turns into a one-line message and an exit code."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+    def __init__(self, message: str, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def one_line(self) -> str:
+        """The message a person sees: what is wrong, then what to do."""
+        return f"{self.message} — {self.fix}" if self.fix else self.message
+
+
+class UsageError(GpuwhyError):
+    """A wrong flag or argument."""
+
+    exit_code = ExitCode.USAGE
+
+
+class InputFileError(GpuwhyError):
+    """A file given to gpuwhy is missing, unreadable, truncated or of another kind."""
+
+    exit_code = ExitCode.USAGE
+
+
+class RecordingError(InputFileError):
+    """A recording cannot be read: missing, truncated, corrupt or foreign."""
+
+
+class NoDeviceError(GpuwhyError):
+    """The command needs a usable NVIDIA GPU and none is."""
+
+    exit_code = ExitCode.NO_DEVICE

@@ -1,0 +1,90 @@
+"""The line protocol that carries records from an instrumented job to `gpuwhy run`.
+
+`gpuwhy run` listens on a Unix stream socket and names it in the job's environment
+(`GPUWHY_SOCKET`); every Python process of the job that loads the hooks connects once and sends
+one JSON object per line. JSON because phase names are user text; the volume is small (one line
+per step or per flush of several steps), and the training thread never formats it: the hooks'
+flusher thread does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from gpuwhy.model import Event, Record, Span, SpanKind
+
+ENV_SOCKET = "GPUWHY_SOCKET"
+"""Path of the Unix socket `gpuwhy run` listens on."""
+
+ENV_RUN_ID = "GPUWHY_RUN_ID"
+"""Identifies the run; a process whose environment lacks it is not under `gpuwhy run`."""
+
+ENV_BOOT = "GPUWHY_BOOT"
+"""Set to "0" to keep the auto-instrumentation out of the job (`gpuwhy run --no-hooks`)."""
+
+ENV_CHAINED_SITECUSTOMIZE = "GPUWHY_CHAINED_SITECUSTOMIZE"
+"""Internal: set while the boot module hands over to the user's own sitecustomize."""
+
+
+class WireError(ValueError):
+    """A line that is not a record of this protocol."""
+
+
+def encode(record: Span | Event) -> bytes:
+    """One record as one line of UTF-8 JSON (with the trailing newline)."""
+    if isinstance(record, Span):
+        obj: dict[str, Any] = {
+            "t": "span",
+            "phase": record.phase,
+            "kind": int(record.kind),
+            "s": record.start_ns,
+            "e": record.end_ns,
+            "step": record.step,
+            "n": record.steps,
+            "pid": record.pid,
+        }
+    elif isinstance(record, Event):
+        obj = {
+            "t": "event",
+            "ts": record.t_ns,
+            "kind": record.kind,
+            "msg": record.message,
+            "data": dict(record.data),
+        }
+    else:  # pragma: no cover - guarded by the type
+        raise TypeError(f"cannot encode {type(record).__name__}")
+    return (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode()
+
+
+def decode(line: bytes | str) -> Record:
+    """The record a line carries; raises `WireError` for anything else."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise WireError(f"not JSON: {line[:80]!r}") from error
+    if not isinstance(obj, Mapping):
+        raise WireError("not an object")
+    try:
+        if obj["t"] == "span":
+            return Span(
+                phase=str(obj["phase"]),
+                kind=SpanKind(int(obj["kind"])),
+                start_ns=int(obj["s"]),
+                end_ns=int(obj["e"]),
+                step=None if obj.get("step") is None else int(obj["step"]),
+                steps=int(obj.get("n", 1)),
+                pid=None if obj.get("pid") is None else int(obj["pid"]),
+            )
+        if obj["t"] == "event":
+            data = obj.get("data") or {}
+            return Event(
+                t_ns=int(obj["ts"]),
+                kind=str(obj["kind"]),
+                message=str(obj.get("msg", "")),
+                data=dict(data) if isinstance(data, Mapping) else {},
+            )
+    except (KeyError, TypeError, ValueError) as error:
+        raise WireError(f"malformed record: {error}") from error
+    raise WireError(f"unknown record type {obj.get('t')!r}")
