@@ -8,8 +8,9 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "gpuwhy"
 
 # Lower number = lower layer. Modules at the package root are the foundation.
-LAYER = {
-    "model": 0, "errors": 0, "_version": 0, "wire": 0,
+LAYER: dict[str, float] = {
+    "model": 0, "errors": 0, "_version": 0,
+    "wire": 0.5,  # the job-to-run protocol speaks in model records
     "env": 1, "telemetry": 1, "hooks": 1,
     "recording": 2,
     "runtime": 3,
@@ -22,7 +23,7 @@ LAYER = {
 HEAVY = {"tensorflow", "torch", "jax", "keras", "pynvml", "psutil"}
 
 
-def _layer_of(path: Path) -> tuple[str, int]:
+def _layer_of(path: Path) -> tuple[str, float]:
     part = path.relative_to(SRC).parts[0].removesuffix(".py")
     return part, LAYER[part]
 

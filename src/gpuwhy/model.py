@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 SCHEMA_VERSION = 1
 """Version of the JSON documents gpuwhy writes (doctor --json, run/report --json)."""
@@ -184,5 +184,5 @@ class Event:
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
-Record = Union[GpuSample, UtilSample, HostSample, Span, Event]
+Record = GpuSample | UtilSample | HostSample | Span | Event
 """Anything a source or hook hands to a recording."""

@@ -8,6 +8,7 @@ heavy work is imported inside the handler, so `gpuwhy --version` stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -75,8 +76,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def console_main() -> None:
     """Entry point of the console script and `python -m gpuwhy`."""
     code = main()
-    try:
+    with contextlib.suppress(BrokenPipeError):
         sys.stdout.flush()
-    except BrokenPipeError:
-        pass
     sys.exit(code)

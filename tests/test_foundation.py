@@ -1,0 +1,103 @@
+"""The package as a user meets it: import cost, console script, usage errors, the built wheel."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, framework_env
+
+SRC = ROOT / "src"
+FRAMEWORKS = ("tensorflow", "torch", "jax", "keras", "pynvml", "psutil", "rich")
+
+
+def _gpuwhy(*args: str, python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    return subprocess.run(
+        [python, "-m", "gpuwhy", *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_import_gpuwhy_imports_no_framework_even_where_all_are_installed() -> None:
+    code = (
+        "import sys, gpuwhy, gpuwhy.cli; gpuwhy.cli.build_parser();"
+        f"print(sorted(m for m in {FRAMEWORKS!r} if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_version_answers_well_under_half_a_second() -> None:
+    _gpuwhy("--version")  # warm the file cache
+    best = min(_timed(lambda: _gpuwhy("--version")) for _ in range(5))
+    assert best < 0.5, f"gpuwhy --version took {best:.3f} s"
+
+
+def _timed(fn: object) -> float:
+    start = time.perf_counter()
+    result = fn()  # type: ignore[operator]
+    assert result.returncode == 0 and result.stdout.startswith("gpuwhy ")
+    return time.perf_counter() - start
+
+
+def test_help_and_import_work_in_an_environment_with_nothing_installed() -> None:
+    bare = framework_env("bare")
+    assert subprocess.run([bare, "-c", "import rich"], capture_output=True).returncode != 0
+    result = _gpuwhy("--help", python=str(bare))
+    assert result.returncode == 0, result.stderr
+    assert "doctor" in result.stdout and "run" in result.stdout
+    for command in ("doctor", "run", "report", "watch", "export"):
+        sub = _gpuwhy(command, "--help", python=str(bare))
+        assert sub.returncode == 0, sub.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--bogus"], ["doctor", "--no-such-flag"], ["report"], ["no-such-command"]],
+)
+def test_usage_errors_are_one_line_and_exit_2(args: list[str]) -> None:
+    result = _gpuwhy(*args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpuwhy"), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_no_command_prints_help_and_exits_2() -> None:
+    result = _gpuwhy()
+    assert result.returncode == 2 and "usage: gpuwhy" in result.stderr
+
+
+def test_console_script_is_installed() -> None:
+    script = Path(sys.executable).parent / "gpuwhy"
+    if not script.exists():
+        pytest.skip("gpuwhy is not installed in this interpreter's environment")
+    result = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and result.stdout.startswith("gpuwhy ")
+
+
+@pytest.mark.slow
+def test_wheel_ships_code_data_and_typing_marker(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True, timeout=300,
+    )
+    (wheel,) = tmp_path.glob("gpuwhy-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    source_files = {
+        "gpuwhy/" + str(p.relative_to(SRC / "gpuwhy"))
+        for p in (SRC / "gpuwhy").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert source_files - names == set()
+    assert "gpuwhy/py.typed" in names
