@@ -1,0 +1,39 @@
+"""How an NVML initialisation result is classified (facts.md 1.0-1.1, nvml.h return codes)."""
+
+from __future__ import annotations
+
+OK = "ok"
+LIBRARY_NOT_FOUND = "library_not_found"  # no libnvidia-ml: no user-space driver, or no runtime
+DRIVER_NOT_LOADED = "driver_not_loaded"  # library present, kernel module not running
+NO_PERMISSION = "no_permission"
+DRIVER_LIBRARY_MISMATCH = "driver_library_mismatch"  # upgraded driver, not rebooted
+NO_GPU = "no_gpu"  # driver fine, no device
+GPU_LOST = "gpu_lost"
+FUNCTION_NOT_FOUND = "function_not_found"  # a library too old for the binding
+ERROR = "error"  # any other NVML error
+TIMED_OUT = "timed_out"
+
+# NVML return codes (nvml.h; pynvml.py NVML_ERROR_*).
+_BY_CODE = {
+    4: NO_PERMISSION,
+    9: DRIVER_NOT_LOADED,
+    12: LIBRARY_NOT_FOUND,
+    13: FUNCTION_NOT_FOUND,
+    15: GPU_LOST,
+    18: DRIVER_LIBRARY_MISMATCH,
+    28: NO_GPU,
+}
+
+
+def classify(code: int | None) -> str:
+    """The status for an NVML return code (0 = success)."""
+    if code == 0:
+        return OK
+    return _BY_CODE.get(code if code is not None else -1, ERROR)
+
+
+def decode(value: object) -> str:
+    """NVML strings arrive as bytes from older bindings and as str from newer ones."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
