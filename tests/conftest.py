@@ -1,16 +1,11 @@
-"""Shared fixtures: the real framework environments and the `gpu` marker."""
+"""The `gpu` marker: GPU tests skip, with the reason, where no NVIDIA GPU answers."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parent / "data"
 
 
 def _gpu_reason() -> str | None:
@@ -36,19 +31,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(skip)
-
-
-def framework_env(name: str) -> Path:
-    """The interpreter of a real test environment made by scripts/test-envs.sh.
-
-    Skips where the environments were not made (a quick local run); in CI a missing one fails,
-    so a broken setup can never pass as skipped tests.
-    """
-    root = os.environ.get("GPUWHY_TEST_ENVS")
-    python = Path(root, name, "bin", "python") if root else None
-    if python is not None and python.exists() and Path(root, name, ".done").exists():  # type: ignore[arg-type]
-        return python
-    message = f"test environment {name!r} missing: run scripts/test-envs.sh"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import DATA, framework_env
+from support import DATA, framework_env
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 FACTS = DATA / "facts"

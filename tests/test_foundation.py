@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, framework_env
+from support import ROOT, framework_env
 
 SRC = ROOT / "src"
 FRAMEWORKS = ("tensorflow", "torch", "jax", "keras", "pynvml", "psutil", "rich")

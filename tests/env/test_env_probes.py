@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import framework_env
+from support import framework_env
 from gpuwhy.env import nvml_status
 from gpuwhy.env.collect import installed_frameworks
 from gpuwhy.env.machine import probe_machine, relevant_environment

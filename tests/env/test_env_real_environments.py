@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import framework_env
+from support import framework_env
 from gpuwhy.env.machine import probe_machine
 
 SRC = Path(__file__).resolve().parents[2] / "src"

@@ -1,0 +1,85 @@
+"""NvmlSource on a real GPU: real readings within their physical ranges (needs a GPU)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from gpuwhy.model import Event, GpuSample, UtilKind, UtilSample
+from gpuwhy.telemetry.job import JobTracker
+from gpuwhy.telemetry.nvml import NvmlSource
+from gpuwhy.telemetry.sampler import Sampler
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def source():
+    nvml = NvmlSource(JobTracker(os.getpid()))
+    assert nvml.available(), nvml.unavailable_reason
+    yield nvml
+    nvml.close()
+
+
+def test_devices_are_described(source: NvmlSource) -> None:
+    devices = source.open()
+    assert devices and [d.index for d in devices] == list(range(len(devices)))
+    for device in devices:
+        assert device.name and device.uuid and device.uuid.startswith(("GPU-", "MIG-"))
+        assert device.pci_bus_id and ":" in device.pci_bus_id
+        assert device.memory_total_bytes and device.memory_total_bytes > 1 << 30
+        assert device.compute_capability and device.compute_capability[0] >= 3
+        assert device.sm_clock_max_mhz and 300 <= device.sm_clock_max_mhz <= 4000
+        if device.pcie_gen_max is not None:
+            assert 1 <= device.pcie_gen_max <= 6 and device.pcie_width_max in (1, 2, 4, 8, 16, 32)
+        if device.compute_capability >= (9, 0) and not device.mig_mode:
+            assert device.gpm_supported
+
+
+def test_readings_are_physical(source: NvmlSource) -> None:
+    devices = source.open()
+    first = time.monotonic_ns()
+    source.read(first)
+    time.sleep(1.5)  # one slow-lane pass (PCIe, processes) and a GPM window
+    now = time.monotonic_ns()
+    records = source.read(now)
+    assert not [r for r in records if isinstance(r, Event)]
+    samples = {r.device: r for r in records if isinstance(r, GpuSample)}
+    assert sorted(samples) == [d.index for d in devices]
+    for device in devices:
+        s = samples[device.index]
+        assert s.t_ns == now
+        if not device.mig_mode:
+            assert s.util_gpu_pct is not None and 0 <= s.util_gpu_pct <= 100
+            assert s.util_mem_pct is not None and 0 <= s.util_mem_pct <= 100
+        assert s.memory_used_bytes is not None
+        assert 0 <= s.memory_used_bytes <= (device.memory_total_bytes or 0)
+        assert s.sm_clock_mhz is not None and 0 < s.sm_clock_mhz <= 4000
+        assert s.temperature_c is not None and 5 <= s.temperature_c <= 110
+        assert s.power_mw is None or 1_000 <= s.power_mw <= 2_000_000
+        assert s.clock_event_reasons is not None
+        assert s.pcie_gen is None or 1 <= s.pcie_gen <= (device.pcie_gen_max or 6)
+        assert s.pcie_tx_kbps is None or s.pcie_tx_kbps >= 0
+        if device.gpm_supported:
+            assert s.sm_active_permille is not None and 0 <= s.sm_active_permille <= 1000
+        # This process holds no CUDA context: the job uses nothing on the GPU.
+        assert s.job_memory_bytes in (0, None)
+        processes = source.processes(device.index)
+        assert processes is None or all(not p.in_job for p in processes)
+    buffered = [r for r in records if isinstance(r, UtilSample)]
+    assert all(first - 2 * 10**9 <= r.t_ns <= now for r in buffered)
+    assert {r.kind for r in buffered} <= {UtilKind.GPU, UtilKind.MEMORY}
+
+
+def test_the_sampler_drives_it_at_10_hz(source: NvmlSource) -> None:
+    records: list = []
+    sampler = Sampler([source], records.append, interval_s=0.1)
+    devices = sampler.start()
+    time.sleep(2.0)
+    sampler.stop()
+    assert sampler.degraded == {}
+    gpu = [r for r in records if isinstance(r, GpuSample)]
+    assert len(gpu) >= 15 * len(devices)
+    assert sampler.stats.cpu_per_tick_ns < 20_000_000  # well under the 100 ms period
