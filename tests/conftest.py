@@ -31,3 +31,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keep gpuwhy's probe cache (and that of every subprocess) out of the user's home."""
+    monkeypatch.setenv("GPUWHY_CACHE_DIR", str(tmp_path_factory.mktemp("gpuwhy-cache")))

@@ -58,6 +58,7 @@ def register(subparsers: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> int:
     from gpuwhy.env import collect_facts, evaluate, load_facts, save_facts, verdicts
+    from gpuwhy.env.probe_cache import ProbeCache, default_cache_dir
     from gpuwhy.errors import UsageError
     from gpuwhy.model import SCHEMA_VERSION, Severity
 
@@ -67,7 +68,9 @@ def _handle(args: argparse.Namespace) -> int:
         facts = load_facts(args.from_file)
     else:
         timeout = args.timeout if args.timeout is not None else DEFAULT_TIMEOUT_S
-        facts = collect_facts(args.python, timeout_s=timeout)
+        # The doctor always probes afresh, and refreshes what `gpuwhy run` reuses.
+        cache = ProbeCache(default_cache_dir())
+        facts = collect_facts(args.python, timeout_s=timeout, cache=cache, reuse_cached=False)
     if args.save is not None:
         save_facts(facts, args.save)
     findings = evaluate(facts)

@@ -21,9 +21,12 @@ from gpuwhy.env import nvml_status
 from gpuwhy.env.factfile import FACTS_KIND, FACTS_SCHEMA_VERSION
 from gpuwhy.env.machine import probe_machine, relevant_environment
 from gpuwhy.env.nvml_probe import probe_nvml
+from gpuwhy.env.probe_cache import ProbeCache, probe_key
 from gpuwhy.env.rules.view import KNOWN_PROVIDERS
 from gpuwhy.env.runner import InterpreterError, run_probe
 from gpuwhy.errors import UsageError
+
+NVML_WAIT_S = 5.0
 
 FRAMEWORK_PROBES = {
     "tensorflow": "tensorflow_probe.py",
@@ -115,12 +118,17 @@ def collect_facts(
     environ: Mapping[str, str] = os.environ,
     timeout_s: float = 20.0,
     clock: Callable[[], float] = time.monotonic,
+    cache: ProbeCache | None = None,
+    reuse_cached: bool = True,
 ) -> dict[str, Any]:
     """Facts about this machine and the frameworks of `python` (default: this interpreter).
 
     Every framework probe runs in a subprocess of `python`, all concurrently, and all share one
     deadline of `timeout_s` seconds; a probe still running then is killed and recorded as timed
     out. Raises UsageError only when `python` is not a runnable Python; a broken install is a fact.
+    With a `cache`, complete framework results are stored, and reused (unless `reuse_cached` is
+    False) while the interpreter, its distributions, NVML's answer and the relevant environment
+    are unchanged; `collected.frameworks_cached` says which happened.
     """
     target = _resolve_interpreter(python or sys.executable)
     start, wall = clock(), time.time()
@@ -130,9 +138,13 @@ def collect_facts(
     interpreter = _probe_interpreter(target, timeout_s, environ)
     distributions = interpreter.pop("distributions", {}) or {}
     libraries = interpreter.pop("libraries", {}) or {}
-    frameworks: dict[str, dict[str, Any]] = {}
+    # NVML answers in milliseconds; a hung driver call must not eat the frameworks' deadline.
+    nvml_facts = nvml.outcome(min(deadline, clock() + NVML_WAIT_S), clock, "status")
+    key = probe_key(interpreter, distributions, nvml_facts, relevant_environment(environ))
+    cached = cache.get(key) if cache is not None and reuse_cached else None
+    frameworks: dict[str, dict[str, Any]] = dict(cached) if cached is not None else {}
     threads = {}
-    for name in installed_frameworks(distributions):
+    for name in [] if cached is not None else installed_frameworks(distributions):
         remaining = max(deadline - clock(), 0.1)
 
         def probe(script: str = FRAMEWORK_PROBES[name], limit: float = remaining) -> dict[str, Any]:
@@ -143,15 +155,17 @@ def collect_facts(
     for name, thread in threads.items():
         # The subprocess time-out fires first; the extra second covers the kill and the reaping.
         frameworks[name] = thread.outcome(deadline + 1.0, clock, "probe")
+    if cache is not None and cached is None:
+        cache.put(key, frameworks)
     return {
         "kind": FACTS_KIND,
         "schema_version": FACTS_SCHEMA_VERSION,
         "gpuwhy_version": __version__,
         "collected": {"started_epoch_s": round(wall, 3), "duration_s": round(clock() - start, 2),
-                      "timeout_s": timeout_s},
+                      "timeout_s": timeout_s, "frameworks_cached": cached is not None},
         "system": probe_machine(environ),
         "environment": relevant_environment(environ),
-        "nvml": nvml.outcome(deadline, clock, "status"),
+        "nvml": nvml_facts,
         "python": interpreter,
         "distributions": distributions,
         "libraries": libraries,
