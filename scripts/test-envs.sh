@@ -1,24 +1,34 @@
 #!/usr/bin/env bash
 # Real framework environments that `gpuwhy doctor --python` is tested against (.venvs/NAME).
+# They are independent, so they are built concurrently (installs are mostly waiting on disk).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+PIP_FLAGS=(-q --disable-pip-version-check)
 mkdir -p .venvs
+
 make_env() {  # make_env NAME [pip args...]: a venv holding exactly these distributions
     local name=$1; shift
     [ -f ".venvs/$name/.done" ] && return 0
     rm -rf ".venvs/$name"
     "$PY" -m venv ".venvs/$name"
-    if [ $# -gt 0 ]; then .venvs/$name/bin/python -m pip install -q --disable-pip-version-check "$@"; fi
+    if [ $# -gt 0 ]; then ".venvs/$name/bin/python" -m pip install "${PIP_FLAGS[@]}" "$@"; fi
     touch ".venvs/$name/.done"
 }
-make_env bare
-make_env tf-cpu 'tensorflow-cpu==2.21.0'
-make_env torch-cpu 'torch==2.13.0'
-# tensorflow-cpu and tensorflow in one environment: a real conflict people end up with.
-if [ ! -f .venvs/tf-conflict/.done ]; then
+
+make_conflict_env() {  # tensorflow-cpu and tensorflow in one environment: a real conflict
+    [ -f .venvs/tf-conflict/.done ] && return 0
     make_env tf-conflict 'tensorflow-cpu==2.21.0'
     rm .venvs/tf-conflict/.done
-    .venvs/tf-conflict/bin/python -m pip install -q --disable-pip-version-check --no-deps 'tensorflow==2.21.0'
+    .venvs/tf-conflict/bin/python -m pip install "${PIP_FLAGS[@]}" --no-deps 'tensorflow==2.21.0'
     touch .venvs/tf-conflict/.done
-fi
+}
+
+pids=()
+make_env bare & pids+=($!)
+make_env tf-cpu 'tensorflow-cpu==2.21.0' & pids+=($!)
+make_env torch-cpu 'torch==2.13.0' & pids+=($!)
+make_conflict_env & pids+=($!)
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+exit $status

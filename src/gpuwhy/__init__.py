@@ -1,17 +1,68 @@
 """gpuwhy: is your training job really using the GPU, how well, phase by phase, and why not.
 
-`import gpuwhy` is cheap and imports no framework; the hook API is loaded on first use.
+`import gpuwhy` is cheap and imports no framework; the hook API and `monitor` are loaded on
+first use.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from gpuwhy._version import __version__
 from gpuwhy.model import Finding, Severity
 
-__all__ = ["Finding", "Severity", "__version__"]
+if TYPE_CHECKING:
+    from gpuwhy.runtime.monitor import monitor
+
+__all__ = [
+    "Finding",
+    "KerasCallback",
+    "LightningCallback",
+    "Severity",
+    "__version__",
+    "iterate",
+    "monitor",
+    "phase",
+    "step",
+    "wait",
+]
+
+_HOOKS_API = "gpuwhy.hooks.api"
+# Public names that live in heavier modules: name -> (module, attribute), imported on first use.
+_LAZY = {
+    "monitor": ("gpuwhy.runtime.monitor", "monitor"),
+    "phase": (_HOOKS_API, "phase"),
+    "step": (_HOOKS_API, "step"),
+    "wait": (_HOOKS_API, "wait"),
+    "iterate": (_HOOKS_API, "iterate"),
+    "KerasCallback": (_HOOKS_API, "KerasCallback"),
+    "LightningCallback": (_HOOKS_API, "LightningCallback"),
+}
+# Callback classes derive from the framework's own base class, so they are made on first use by
+# a factory that imports the framework (only then).
+_FACTORIES = {
+    "KerasCallback": "keras_callback_class",
+    "LightningCallback": "lightning_callback_class",
+}
 
 
 def __getattr__(name: str) -> Any:
-    raise AttributeError(f"module 'gpuwhy' has no attribute {name!r}")
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'gpuwhy' has no attribute {name!r}")
+    module_name, attribute = target
+    try:
+        module = importlib.import_module(module_name)
+        if hasattr(module, attribute) or name not in _FACTORIES:
+            value = getattr(module, attribute)
+        else:
+            value = getattr(module, _FACTORIES[name])()
+    except (ImportError, AttributeError) as error:
+        raise AttributeError(f"gpuwhy.{name} is not available: {error}") from error
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

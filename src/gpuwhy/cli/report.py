@@ -1,17 +1,127 @@
-"""`gpuwhy report` (not yet built)."""
+"""`gpuwhy report REC [--json] [--html FILE]`: analyse a recording again and show the report.
+
+The same steps end `gpuwhy run`: `summarise` is shared. Whatever fails in the analysis or the
+rendering, a minimal summary computed straight from the recording is shown instead, so a run's
+result is never lost to a report bug.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import sys
+from typing import Any, TextIO
 
-from gpuwhy.errors import UsageError
+from gpuwhy.errors import ExitCode, InputFileError
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("report", help="(not yet available)")
+    parser = subparsers.add_parser(
+        "report",
+        help="analyse a recording again and show the report",
+        description="Re-analyse a recording made by 'gpuwhy run' or gpuwhy.monitor().",
+        epilog="exit codes: 0 report shown; 1 it holds an error finding (the GPU could not be "
+        "used); 2 the file is missing, truncated or not a recording",
+    )
+    parser.add_argument("recording", metavar="REC", help="the .gpuwhy.db file")
+    parser.add_argument(
+        "--json", action="store_true", help="write the report as JSON to stdout instead"
+    )
+    parser.add_argument(
+        "--html", metavar="FILE",
+        help="also write the report as one self-contained HTML page (timeline included) to FILE",
+    )
     parser.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> int:
-    raise UsageError("'gpuwhy report' is not available in this version")
+    from gpuwhy.recording.reader import Recording
+
+    with Recording.open(args.recording) as recording:  # RecordingError: one line, exit 2
+        diagnosis, problem = analyse(recording)
+        if args.html:
+            if diagnosis is None:
+                raise _Unanalysable(f"cannot analyse {args.recording}: {problem}")
+            write_html(diagnosis, recording, args.html)  # UsageError when it cannot be written
+        if args.json:
+            if diagnosis is None:
+                raise _Unanalysable(f"cannot analyse {args.recording}: {problem}")
+            document = _json_document(diagnosis)
+            json.dump(document, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            show(recording, diagnosis, problem, sys.stdout)
+    return _exit_code(diagnosis)
+
+
+class _Unanalysable(InputFileError):
+    exit_code = ExitCode.INTERNAL
+
+
+def analyse(recording: Any) -> tuple[Any | None, str | None]:
+    """The Diagnosis of ``recording``, or (None, one-line reason) if the analysis failed."""
+    try:
+        from gpuwhy.analysis import diagnose
+
+        environment = recording.meta.get("environment")
+        return diagnose(recording, environment=environment), None
+    except Exception as error:  # a report bug must never cost the run's summary
+        return None, f"{type(error).__name__}: {error}"
+
+
+def show(recording: Any, diagnosis: Any | None, problem: str | None, stream: TextIO) -> None:
+    """Render the full report on ``stream``; the minimal summary if that is not possible."""
+    if diagnosis is not None:
+        try:
+            from rich.console import Console
+
+            from gpuwhy.report.terminal import render
+
+            render(diagnosis, Console(file=stream))
+            return
+        except Exception as error:
+            problem = f"{type(error).__name__}: {error}"
+    show_minimal(recording, stream, problem)
+
+
+def show_minimal(recording: Any, stream: TextIO, problem: str | None) -> None:
+    """The summary any recording can give (duration, GPU utilization, steps)."""
+    from gpuwhy.runtime.summary import basic_summary, format_basic_summary
+
+    lines = format_basic_summary(basic_summary(recording))
+    if problem:
+        lines.append(f"  (full analysis unavailable: {problem[:200]})")
+    stream.write("\n".join(lines) + "\n")
+    stream.flush()
+
+
+def write_json(diagnosis: Any, path: str) -> None:
+    """Write the report contract for ``diagnosis`` to ``path``."""
+    document = _json_document(diagnosis)
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(document, file, indent=2)
+        file.write("\n")
+
+
+def write_html(diagnosis: Any, recording: Any, path: str) -> None:
+    """Write the self-contained HTML report (timeline from ``recording``) to ``path``."""
+    from gpuwhy.report.html import write_html as write_page
+
+    write_page(diagnosis, recording, path)
+
+
+def _json_document(diagnosis: Any) -> dict[str, Any]:
+    from gpuwhy.report.json_report import to_dict
+
+    document: dict[str, Any] = to_dict(diagnosis)
+    return document
+
+
+def _exit_code(diagnosis: Any | None) -> int:
+    """1 when the report holds an error-severity finding (the GPU cannot be used), else 0."""
+    findings = getattr(diagnosis, "findings", None) or []
+    from gpuwhy.model import Severity
+
+    if any(getattr(finding, "severity", None) is Severity.ERROR for finding in findings):
+        return int(ExitCode.PROBLEMS)
+    return int(ExitCode.OK)

@@ -1,17 +1,191 @@
-"""`gpuwhy run` (not yet built)."""
+"""`gpuwhy run [options] -- CMD [ARGS...]`: record a job, summarise it, exit with its exit code."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import math
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
 
 from gpuwhy.errors import UsageError
 
+DESCRIPTION = """\
+Start CMD, sample every GPU and the host while it runs, keep a recording and print a short
+summary on stderr. gpuwhy exits with the command's own exit code (128+N if signal N killed it,
+127 if it was not found, 126 if it could not be executed). The command's input and output pass
+through untouched.
+
+signals: SIGTERM, SIGHUP and SIGQUIT are passed on to the command. Ctrl-C (and Ctrl-\\)
+reaches the command directly from the terminal and gpuwhy waits for it to end (without a
+terminal, SIGINT is passed on); each further Ctrl-C sends the command SIGTERM. gpuwhy never
+sends SIGKILL. The recording is finalised in every case.
+"""
+
+MIN_INTERVAL_S, MAX_INTERVAL_S = 0.01, 60.0
+
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("run", help="(not yet available)")
+    parser = subparsers.add_parser(
+        "run",
+        help="record a training job and explain its GPU use",
+        description=DESCRIPTION,
+        usage="gpuwhy run [options] -- CMD [ARGS...]",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="recording to create (default: gpuwhy-runs/<UTC time>-<name>.gpuwhy.db); "
+        "an existing file is never overwritten",
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
+    parser.add_argument(
+        "--html", metavar="FILE",
+        help="also write the report as one self-contained HTML page (timeline included) to FILE",
+    )
+    parser.add_argument(
+        "--interval",
+        metavar="S",
+        type=float,
+        default=0.1,
+        help="sampling period in seconds (default 0.1: 10 Hz)",
+    )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no live status line and no summary (the recording's path is still shown)",
+    )
+    parser.add_argument(
+        "--no-hooks",
+        action="store_true",
+        help="do not inject the automatic phase/step hooks into the command (samples only)",
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> int:
-    raise UsageError("'gpuwhy run' is not available in this version")
+    from gpuwhy.runtime.child import FinishGuard, resolve_command
+    from gpuwhy.runtime.job import JobOptions, run_job
+    from gpuwhy.runtime.paths import default_recording_path
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("run: no command given", "usage: gpuwhy run [options] -- python train.py")
+    interval = float(args.interval)
+    if not (math.isfinite(interval) and MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S):
+        raise UsageError(
+            f"run: --interval {args.interval:g} is out of range",
+            f"give seconds between {MIN_INTERVAL_S:g} and {MAX_INTERVAL_S:g} (default 0.1)",
+        )
+    json_path = _checked_output_path(args.json, "--json") if args.json else None
+    html_path = _checked_output_path(args.html, "--html") if args.html else None
+    record = _checked_record_path(args.record) if args.record else None
+    resolve_command(command, os.environ)  # SpawnError (127/126) before any file is created
+    if record is None:
+        record = default_recording_path(command)
+        record.parent.mkdir(parents=True, exist_ok=True)
+    stderr = sys.stderr
+    if not args.quiet:
+        _say(stderr, f"recording to {record}")
+    options = JobOptions(
+        command=command, record=record, interval_s=interval, hooks=not args.no_hooks
+    )
+    with FinishGuard() as guard:
+        result = run_job(
+            options,
+            environ=os.environ,
+            on_started=_live_starter(stderr, quiet=bool(args.quiet)),
+            hurry=guard.event,
+        )
+        if result.spawn_error is not None:
+            _say(stderr, result.spawn_error.one_line())
+        for problem in result.errors:
+            _say(stderr, f"warning: {problem}")
+        if not guard.event.is_set():
+            _summarise(record, json_path, html_path, quiet=bool(args.quiet), stream=stderr)
+        _say(stderr, f"recording saved to {record} (see it again: gpuwhy report {record})")
+    return result.exit_code
+
+
+def _live_starter(stream: TextIO, *, quiet: bool) -> Callable[[Any], Callable[[], None] | None]:
+    """The `run_job` callback that starts the live status line on a terminal."""
+
+    def start(session: Any) -> Callable[[], None] | None:
+        from gpuwhy.report.live import LiveLine, live_enabled, state_reader
+
+        if not live_enabled(stream, quiet=quiet):
+            return None
+        line = LiveLine(stream, state_reader(session), lambda: session.devices)
+        line.start()
+        return line.stop
+
+    return start
+
+
+def _summarise(
+    record: Path, json_path: Path | None, html_path: Path | None, *, quiet: bool, stream: TextIO
+) -> None:
+    """Print the report, write --json and --html; a failure here is one warning line, no more."""
+    from gpuwhy.cli.report import analyse, show, write_html, write_json
+    from gpuwhy.recording.reader import Recording
+
+    try:
+        recording = Recording.open(record)
+    except Exception as error:
+        _say(stream, f"warning: cannot read the recording back: {error}")
+        return
+    with recording:
+        diagnosis, problem = analyse(recording)
+        if json_path is not None:
+            try:
+                if diagnosis is None:
+                    raise RuntimeError(problem)
+                write_json(diagnosis, str(json_path))
+            except Exception as error:
+                _say(stream, f"warning: no JSON report written to {json_path}: {error}")
+        if html_path is not None:
+            try:
+                if diagnosis is None:
+                    raise RuntimeError(problem)
+                write_html(diagnosis, recording, str(html_path))
+            except Exception as error:
+                _say(stream, f"warning: no HTML report written to {html_path}: {error}")
+        if not quiet:
+            try:
+                show(recording, diagnosis, problem, stream)
+            except Exception as error:
+                _say(stream, f"warning: no summary: {error}")
+
+
+def _checked_record_path(value: str) -> Path:
+    path = _checked_output_path(value, "--record")
+    if path.exists():
+        raise UsageError(
+            f"run: --record {value}: the file already exists",
+            "gpuwhy never overwrites a recording: choose another name or remove the old one",
+        )
+    return path
+
+
+def _checked_output_path(value: str, flag: str) -> Path:
+    path = Path(value)
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"run: {flag} {value}: folder {parent} does not exist", "create it first")
+    if path.is_dir():
+        raise UsageError(f"run: {flag} {value} is a folder", "give a file name")
+    return path
+
+
+def _say(stream: TextIO, text: str) -> None:
+    try:
+        stream.write(f"gpuwhy: {text}\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass  # the terminal went away (SIGHUP): the recording is what matters

@@ -1,18 +1,22 @@
 """Recording: read a recording back, streamed, in bounded memory however long the run.
 
-Every sample iterator is a single SQL range scan over a table clustered on time (schema.py), so
-rows come off the B-tree in time order without sorting and without holding the result: memory is
-SQLite's page cache (a few MB) plus the row in hand. A file that cannot be read — missing, empty,
-cut short, not SQLite, another program's SQLite, a newer gpuwhy's — gets one `RecordingError`
-with a one-line message and the fix, at `open` or, for damage deep inside, while iterating.
+Every sample iterator walks the blocks of its time range in order (blockreader.py), one window of
+rows at a time: memory is SQLite's page cache (a few MB) plus one window's rows, however long the
+run. Long runs are best read through the downsampled tiers (`gpu_tiers`, `util_tiers`,
+`host_tiers`: per-1 s or per-1 min count, sum, min and max of every metric) and the exact window
+summaries built on them (`gpu_summary`...), which touch raw samples only at a window's edges.
+A file that cannot be read — missing, empty, cut short, not SQLite, another program's SQLite, a
+newer gpuwhy's — gets one `RecordingError` with a one-line message and the fix, at `open` or, for
+damage deep inside, while iterating. Format-1 files (older gpuwhy) are read too (legacy.py).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -28,7 +32,10 @@ from gpuwhy.model import (
     UtilKind,
     UtilSample,
 )
-from gpuwhy.recording import schema
+from gpuwhy.recording import blockreader, legacy, schema, window
+from gpuwhy.recording.codec import CodecError
+from gpuwhy.recording.streams import GPU, HOST, NS_PER_S, SPAN, TIER_WIDTHS_S, UTIL, StreamSpec
+from gpuwhy.recording.tiers import TierBucket
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _NOT_OURS_FIX = "pass a file written by 'gpuwhy run' or gpuwhy.monitor()"
@@ -44,8 +51,12 @@ def _host(t_ns: int, cpu: int | None, job_cpu: int | None, rss: int | None, proc
     return HostSample(t_ns, _tenths_back(cpu), _tenths_back(job_cpu), rss, procs, available)
 
 
+_UTIL_KINDS = {int(k): k for k in UtilKind}  # a dict lookup: Enum(value) costs a µs a record
+_SPAN_KINDS = {int(k): k for k in SpanKind}
+
+
 def _util(t_ns: int, device: int, kind: int, value: int) -> UtilSample:
-    return UtilSample(t_ns, device, UtilKind(kind), value)
+    return UtilSample(t_ns, device, _UTIL_KINDS.get(kind) or UtilKind(kind), value)
 
 
 def _device(idx: int, name: str, uuid: str | None, bus: str | None, memory: int | None,
@@ -104,6 +115,7 @@ class Recording:
         self._phases: dict[int, str] = {}
         self.meta: dict[str, Any] = {}
         self.devices: list[DeviceInfo] = []
+        self.format_version = schema.SCHEMA_VERSION
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> Recording:
@@ -139,6 +151,9 @@ class Recording:
                 f"version reads up to {schema.SCHEMA_VERSION})", "upgrade: pip install -U gpuwhy")
         if version < 1:
             raise RecordingError(f"{self.path} has no recording format version", _NOT_OURS_FIX)
+        self.format_version = version
+        if version >= 2:
+            schema.probe(self._db)
         self.meta = {key: json.loads(value) for key, value in
                      self._db.execute("SELECT key, value FROM meta")}
         columns = ", ".join(schema.DEVICE_COLUMNS)
@@ -149,7 +164,7 @@ class Recording:
     def _load_phases(self) -> None:
         self._phases = dict(self._db.execute("SELECT id, name FROM phases"))
 
-    def _damaged(self, error: sqlite3.Error) -> RecordingError:
+    def _damaged(self, error: Exception) -> RecordingError:
         text = str(error).splitlines()[0] if str(error) else type(error).__name__
         if "not a database" in text:
             return RecordingError(f"{self.path} is not a gpuwhy recording (corrupt or not "
@@ -164,51 +179,33 @@ class Recording:
 
     # ---- streamed reads ---------------------------------------------------------------------
 
-    def _rows(self, sql: str, params: tuple[Any, ...], make: Callable[..., T]) -> Iterator[T]:
+    def _stream(self, rows: Iterable[Any], make: Callable[..., T]) -> Iterator[T]:
         try:
-            for row in self._db.execute(sql, params):
-                yield make(*row)
-        except sqlite3.Error as error:
+            yield from itertools.starmap(make, rows)
+        except (sqlite3.Error, CodecError) as error:
             raise self._damaged(error) from error
 
-    @staticmethod
-    def _where(device: int | None, start_ns: int | None, end_ns: int | None,
-               time_column: str = "t_ns") -> tuple[str, tuple[Any, ...]]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        if start_ns is not None:
-            clauses.append(f"{time_column} >= ?")
-            params.append(start_ns)
-        if end_ns is not None:
-            clauses.append(f"{time_column} < ?")
-            params.append(end_ns)
-        if device is not None:
-            clauses.append("device = ?")
-            params.append(device)
-        return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)
+    def _sample_rows(self, spec: StreamSpec, device: int | None, start_ns: int | None,
+                     end_ns: int | None) -> Iterator[tuple[Any, ...]]:
+        if self.format_version == 1:
+            return legacy.rows(self._db, spec, start_ns, end_ns, device)
+        keys = {} if device is None or not spec.keys else {"device": device}
+        return blockreader.rows(self._db, spec, start_ns, end_ns, keys)
 
     def gpu_samples(self, device: int | None = None, start_ns: int | None = None,
                     end_ns: int | None = None) -> Iterator[GpuSample]:
         """GPU samples with start_ns <= t_ns < end_ns, in time order (then device), streamed."""
-        where, params = self._where(device, start_ns, end_ns)
-        sql = (f"SELECT {', '.join(schema.GPU_COLUMNS)} FROM gpu_samples{where} "
-               "ORDER BY t_ns, device")
-        return self._rows(sql, params, GpuSample)
+        return self._stream(self._sample_rows(GPU, device, start_ns, end_ns), GpuSample)
 
     def util_samples(self, device: int | None = None, start_ns: int | None = None,
                      end_ns: int | None = None) -> Iterator[UtilSample]:
         """Driver-buffered utilization samples in the range, in time order, streamed."""
-        where, params = self._where(device, start_ns, end_ns)
-        sql = (f"SELECT {', '.join(schema.UTIL_COLUMNS)} FROM util_samples{where} "
-               "ORDER BY t_ns, device, kind")
-        return self._rows(sql, params, _util)
+        return self._stream(self._sample_rows(UTIL, device, start_ns, end_ns), _util)
 
     def host_samples(self, start_ns: int | None = None,
                      end_ns: int | None = None) -> Iterator[HostSample]:
         """Host samples in the range, in time order, streamed."""
-        where, params = self._where(None, start_ns, end_ns)
-        sql = f"SELECT {', '.join(schema.HOST_COLUMNS)} FROM host_samples{where} ORDER BY t_ns"
-        return self._rows(sql, params, _host)
+        return self._stream(self._sample_rows(HOST, None, start_ns, end_ns), _host)
 
     def spans(self, kind: SpanKind | None = None, phase: str | None = None) -> Iterator[Span]:
         """Spans (optionally of one kind and/or phase) in order of their start, streamed."""
@@ -216,27 +213,28 @@ class Recording:
             self._load_phases()  # a live recording may have gained phases since open
         except sqlite3.Error as error:
             raise self._damaged(error) from error
-        clauses: list[str] = []
-        params: list[Any] = []
-        if kind is not None:
-            clauses.append("kind = ?")
-            params.append(int(kind))
+        phase_id = None
         if phase is not None:
             ids = [i for i, name in self._phases.items() if name == phase]
             if not ids:
                 return iter(())
-            clauses.append("phase_id = ?")
-            params.append(ids[0])
-        where = " WHERE " + " AND ".join(clauses) if clauses else ""
-        sql = f"SELECT {', '.join(schema.SPAN_COLUMNS)} FROM spans{where} ORDER BY start_ns, rowid"
+            phase_id = ids[0]
+        kind_value = None if kind is None else int(kind)
+        if self.format_version == 1:
+            rows: Iterable[Any] = legacy.span_rows(self._db, kind_value, phase_id)
+        else:
+            keys = {name: value for name, value in (("kind", kind_value), ("phase_id", phase_id))
+                    if value is not None}
+            rows = blockreader.rows(self._db, SPAN, keys=keys)
         phases = self._phases
 
-        def make(start: int, duration: int, kind_value: int, phase_id: int, step: int | None,
-                 steps: int, pid: int | None) -> Span:
-            return Span(phases.get(phase_id, f"phase-{phase_id}"), SpanKind(kind_value), start,
+        def make(start: int, _seq: int, kind_value: int, phase_id: int, pid: int | None,
+                 duration: int, step: int | None, steps: int) -> Span:
+            return Span(phases.get(phase_id, f"phase-{phase_id}"),
+                        _SPAN_KINDS.get(kind_value) or SpanKind(kind_value), start,
                         start + duration, step, steps, pid)
 
-        return self._rows(sql, tuple(params), make)
+        return self._stream(rows, make)
 
     def events(self) -> Iterator[Event]:
         """Events in time order, streamed."""
@@ -245,18 +243,24 @@ class Recording:
         def make(t_ns: int, kind: str, message: str, data: str) -> Event:
             return Event(t_ns, kind, message, json.loads(data))
 
-        return self._rows(sql, (), make)
+        def rows() -> Iterator[Any]:
+            yield from self._db.execute(sql)
+
+        return self._stream(rows(), make)
 
     def time_range(self) -> tuple[int, int] | None:
         """(earliest, latest) timestamp of anything recorded, or None for an empty recording."""
-        sql = """SELECT MIN(lo), MAX(hi) FROM (
-            SELECT MIN(t_ns) AS lo, MAX(t_ns) AS hi FROM gpu_samples
-            UNION ALL SELECT MIN(t_ns), MAX(t_ns) FROM util_samples
-            UNION ALL SELECT MIN(t_ns), MAX(t_ns) FROM host_samples
-            UNION ALL SELECT MIN(start_ns), MAX(start_ns + duration_ns) FROM spans
-            UNION ALL SELECT MIN(t_ns), MAX(t_ns) FROM events)"""
         try:
-            low, high = self._db.execute(sql).fetchone()
+            if self.format_version == 1:
+                low, high = legacy.time_range(self._db)
+            else:
+                bounds = [blockreader.time_bounds(self._db, spec) for spec in (GPU, UTIL, HOST,
+                                                                               SPAN)]
+                bounds.append(self._db.execute("SELECT MIN(t_ns), MAX(t_ns) FROM events")
+                              .fetchone())
+                lows = [b[0] for b in bounds if b[0] is not None]
+                highs = [b[1] for b in bounds if b[1] is not None]
+                low, high = (min(lows), max(highs)) if lows else (None, None)
         except sqlite3.Error as error:
             raise self._damaged(error) from error
         return None if low is None else (int(low), int(high))
@@ -265,19 +269,61 @@ class Recording:
                      ) -> dict[int, dict[str, float | int | None]]:
         """Per device: sample count and the mean of every GPU metric over the range.
 
-        Computed by SQLite in one scan (no Python object per row): the fast path for aligning
-        utilization to phases and steps in long recordings. A metric never reported is None.
+        Exact, from the tiers inside the range and raw samples at its edges (`gpu_summary`).
+        A metric never reported is None.
         """
-        metrics = schema.GPU_COLUMNS[2:]
-        where, params = self._where(None, start_ns, end_ns)
-        sql = (f"SELECT device, COUNT(*), {', '.join(f'AVG({m})' for m in metrics)} "
-               f"FROM gpu_samples{where} GROUP BY device ORDER BY device")
         result: dict[int, dict[str, float | int | None]] = {}
-        for row in self._rows(sql, params, lambda *r: r):
-            entry: dict[str, float | int | None] = {"samples": row[1]}
-            entry.update(zip(metrics, row[2:], strict=False))
-            result[int(row[0])] = entry
+        for device, bucket in sorted(self.gpu_summary(start_ns, end_ns).items()):
+            entry: dict[str, float | int | None] = {"samples": bucket.samples}
+            entry.update((m, bucket.mean(m)) for m in schema.GPU_COLUMNS[2:])
+            result[device] = entry
         return result
+
+    # ---- downsampled tiers and window summaries -----------------------------------------------
+
+    @property
+    def tier_widths_ns(self) -> tuple[int, ...]:
+        """Bucket widths stored as tiers; `*_tiers` also take any multiple of one second."""
+        return tuple(width * NS_PER_S for width in TIER_WIDTHS_S)
+
+    def _window(self) -> window.Window:
+        return window.Window(self._db, self.format_version, self._damaged)
+
+    def gpu_tiers(self, width_ns: int, device: int | None = None, start_ns: int | None = None,
+                  end_ns: int | None = None) -> Iterator[TierBucket]:
+        """Per GPU, buckets of `width_ns` (a multiple of 1 s) starting in [start_ns, end_ns):
+        sample count and count/sum/min/max of every GpuSample metric, clock-event reason bits
+        counted; in time order, then device. Metric names are GpuSample's field names."""
+        return self._window().tiers(GPU, width_ns, device, start_ns, end_ns)
+
+    def util_tiers(self, width_ns: int, device: int | None = None, start_ns: int | None = None,
+                   end_ns: int | None = None) -> Iterator[TierBucket]:
+        """Buckets of the driver-buffered utilization samples; metrics "gpu_pct", "memory_pct"."""
+        return self._window().tiers(UTIL, width_ns, device, start_ns, end_ns)
+
+    def host_tiers(self, width_ns: int, start_ns: int | None = None,
+                   end_ns: int | None = None) -> Iterator[TierBucket]:
+        """Buckets of host samples; metrics are HostSample's field names, in its units."""
+        return self._window().tiers(HOST, width_ns, None, start_ns, end_ns)
+
+    def gpu_summary(self, start_ns: int | None = None, end_ns: int | None = None,
+                    device: int | None = None) -> dict[int, TierBucket]:
+        """Per GPU, one bucket summarising exactly the samples with start_ns <= t_ns < end_ns.
+
+        Reads whole-minute and whole-second tiers inside the range and raw samples only in the
+        sub-second edges: milliseconds for any window, however long.
+        """
+        return self._window().summary(GPU, start_ns, end_ns, device)  # type: ignore[return-value]
+
+    def util_summary(self, start_ns: int | None = None, end_ns: int | None = None,
+                     device: int | None = None) -> dict[int, TierBucket]:
+        """`gpu_summary` for the driver-buffered utilization samples."""
+        return self._window().summary(UTIL, start_ns, end_ns, device)  # type: ignore[return-value]
+
+    def host_summary(self, start_ns: int | None = None, end_ns: int | None = None,
+                     ) -> TierBucket | None:
+        """The host samples in the range, summarised exactly; None if there are none."""
+        return self._window().summary(HOST, start_ns, end_ns, None).get(None)
 
     def close(self) -> None:
         """Close the file (idempotent)."""

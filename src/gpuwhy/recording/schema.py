@@ -1,11 +1,12 @@
-"""The on-disk layout of a recording: one SQLite file, versioned, integer columns.
+"""The on-disk layout of a recording: one SQLite file, versioned, integer values.
 
-Size is what matters at scale (24 h × 8 GPUs × 10 Hz ≈ 7 M GPU rows): every sample table is a
-`WITHOUT ROWID` table clustered on its time key, so rows are appended in time order, packed
-densely, and a time-range read is a B-tree seek followed by a sequential scan — no separate
-index and no rowid to pay for. Values are integers (SQLite stores small integers in 1–3 bytes and
-NULL in none); host CPU percentages are stored in tenths of a percent, which is exactly the
-precision psutil reports them in.
+Size is what matters at scale (24 h × 8 GPUs × 10 Hz ≈ 7 M GPU samples, 8 M buffered utilization
+samples, 2 M spans). Format 1 stored a row per sample (80 bytes each: 550 MB for such a day).
+Format 2 stores each stream (GPU, utilization, host samples; spans) in compressed columnar blocks,
+one per minute of time and GPU (streams.py, codec.py), with per-1 s and per-1 min tiers of every
+metric beside them (tiers.py); the minute still being written lives in plain staging rows, so a
+crash loses at most the last flush. Host CPU percentages are stored in tenths of a percent, which
+is exactly the precision psutil reports them in. Format 1 files are still read (legacy.py).
 
 The file says what it is twice: `PRAGMA application_id` (so a foreign SQLite file is told apart
 without reading a table) and `PRAGMA user_version` (the schema version, so a newer file is
@@ -18,15 +19,18 @@ import os
 import sqlite3
 
 from gpuwhy.errors import RecordingError
+from gpuwhy.recording import streams
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Version of this layout. Bump it (and teach the reader) on any incompatible change."""
+OLDEST_READABLE_VERSION = 1
 
 APPLICATION_ID = 0x67707779  # "gpwy" in ASCII: marks the SQLite file as a gpuwhy recording
 FILE_SUFFIX = ".gpuwhy.db"
 
-# Column order of each sample table; the reader builds records positionally from these, so the
-# order must match the record's field order (tests/recording checks it against model.py).
+# Field order of each record as stored (format 1 tables; format 2 full rows, streams.py); the
+# reader builds records positionally from these, so the order must match the record's field
+# order (tests/recording checks it against model.py).
 GPU_COLUMNS = (
     "t_ns",
     "device",
@@ -89,29 +93,9 @@ DDL = (
     pci_bus_id TEXT,
     {_int_columns(DEVICE_COLUMNS[4:], ())}
 )""",
-    # (t_ns, device) is unique: a source reads each device once per tick.
-    f"""CREATE TABLE gpu_samples (
-    {_int_columns(GPU_COLUMNS, ("t_ns", "device"))},
-    PRIMARY KEY (t_ns, device)
-) WITHOUT ROWID""",
-    f"""CREATE TABLE util_samples (
-    {_int_columns(UTIL_COLUMNS, UTIL_COLUMNS)},
-    PRIMARY KEY (t_ns, device, kind)
-) WITHOUT ROWID""",
-    f"""CREATE TABLE host_samples (
-    {_int_columns(HOST_COLUMNS, ("t_ns",))},
-    PRIMARY KEY (t_ns)
-) WITHOUT ROWID""",
     # Phase names are user text repeated on every step span: stored once, referenced by id.
     "CREATE TABLE phases (id INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL UNIQUE)",
-    # Spans arrive at their end, not in start order, and several processes may start one at the
-    # same nanosecond: a rowid table with two indexes (all spans by start; one kind by start),
-    # both in start order so every query streams without a sort.
-    f"""CREATE TABLE spans (
-    {_int_columns(SPAN_COLUMNS, ("start_ns", "duration_ns", "kind", "phase_id", "steps"))}
-)""",
-    "CREATE INDEX spans_by_start ON spans (start_ns)",
-    "CREATE INDEX spans_by_kind ON spans (kind, start_ns)",
+    *(statement for spec in streams.STREAMS for statement in streams.ddl(spec)),
     """CREATE TABLE events (
     t_ns INTEGER NOT NULL,
     kind TEXT NOT NULL,
@@ -122,14 +106,31 @@ DDL = (
 )
 """Statements that create an empty recording of SCHEMA_VERSION."""
 
-TABLES = ("meta", "devices", "gpu_samples", "util_samples", "host_samples", "phases", "spans",
-          "events")
+TABLES = ("meta", "devices", "phases", "events",
+          *(spec.table(kind) for spec in streams.STREAMS for kind in ("staging", "blocks")),
+          *(spec.table("tiers") for spec in streams.STREAMS if spec.tiered))
 
 
 def insert_sql(table: str, columns: tuple[str, ...], *, or_ignore: bool = False) -> str:
     """An INSERT statement with one placeholder per column."""
     verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
     return f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+
+def probe(db: sqlite3.Connection) -> None:
+    """Touch every B-tree of a format-2 recording (sqlite3.Error if one is damaged).
+
+    Cheap (the block and tier tables hold one row per minute and GPU): a damaged page in the
+    file's structure shows at open instead of halfway through an analysis.
+    """
+    tables = ["meta", "devices", "phases", "events"]
+    tables += [spec.table(kind) for spec in streams.STREAMS for kind in ("staging", "blocks")]
+    tables += [spec.table("tiers") for spec in streams.STREAMS if spec.tiered]
+    for table in tables:
+        db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+        db.execute(f"SELECT * FROM {table} LIMIT 1").fetchone()
+    for spec in streams.STREAMS:
+        db.execute(f"SELECT MAX(t_first) FROM {spec.table('blocks')}").fetchone()
 
 
 def create_empty(path: str | os.PathLike[str]) -> sqlite3.Connection:
@@ -146,6 +147,10 @@ def create_empty(path: str | os.PathLike[str]) -> sqlite3.Connection:
                              "check that the folder exists and is writable") from error
     connection = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
     try:
+        # Staging rows are deleted as their window packs into a block: incremental vacuum lets
+        # close() hand those pages back, so a finished file holds no dead pages. (Set first:
+        # it can only be chosen before the file has content.)
+        connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
         # Identity and tables are written in rollback mode, so the main file carries them even if
         # the process dies before the first WAL checkpoint.
         connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")

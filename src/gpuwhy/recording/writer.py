@@ -7,6 +7,9 @@ commits. WAL with `synchronous=NORMAL` makes each commit durable against a crash
 (not of the machine), so a `kill -9` loses at most the last interval and leaves a file that opens.
 On `close` the WAL is folded back and the file switched to a plain rollback journal: a finished
 recording is one self-contained file that can be copied and read from a read-only folder.
+
+Samples and spans are stored in format 2 (streams.py): each flush stages the new rows; a window of
+time packs into one compressed block with its downsampled tiers once it closes (blockwriter.py).
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ import os
 import sqlite3
 import threading
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
 from gpuwhy.model import DeviceInfo, Event, GpuSample, HostSample, Record, Span, UtilSample
-from gpuwhy.recording import schema
+from gpuwhy.recording import schema, streams
+from gpuwhy.recording.blockwriter import StreamWriter
 
 _WRITE_CHUNK = 20_000  # rows per executemany: bounds the writer's own lists, not the transaction
 # Errors of one row's values (a wrong type, an integer beyond 64 bits), not of the file.
@@ -40,6 +45,14 @@ def _tenths(value: float | None) -> int | None:
 def _host_row(s: HostSample) -> tuple[Any, ...]:
     return (s.t_ns, _tenths(s.cpu_system_pct), _tenths(s.job_cpu_pct), s.job_rss_bytes,
             s.job_processes, s.memory_available_bytes)
+
+
+def _checked(row: tuple[Any, ...], keys: int) -> tuple[Any, ...]:
+    """The row if every value is a 64-bit integer or NULL (the first `keys` never NULL)."""
+    array("q", filter(None, row))  # TypeError / OverflowError otherwise, at C speed
+    if None in row[:keys]:
+        raise TypeError("time and key fields must be set")
+    return row
 
 
 def _device_row(d: DeviceInfo) -> tuple[Any, ...]:
@@ -80,7 +93,10 @@ class RecordingWriter:
         self._stopping = False
         self._closed = False
         self._phase_ids: dict[str, int] = {}
+        self._span_seq = 0
         self._db = schema.create_empty(self.path)
+        self._gpu, self._util, self._host, self._spans = (
+            StreamWriter(self._db, spec) for spec in streams.STREAMS)
         self._write_meta("schema_version", schema.SCHEMA_VERSION)
         self._write_meta("complete", False)
         self._write_meta("created_ns", clock())
@@ -108,6 +124,16 @@ class RecordingWriter:
     def add_devices(self, devices: Sequence[DeviceInfo]) -> None:
         """Describe the devices the samples refer to (replaces entries of the same index)."""
         self._queue.append(("devices", [_device_row(d) for d in devices]))
+
+    def put_block(self, stream: str, key: Sequence[int], window: int,
+                  columns: Sequence[Sequence[int | None]]) -> None:
+        """Bulk path (generated or imported data): one window of one key of a sample stream.
+
+        `stream` is "gpu", "util" or "host"; `columns` are the stream's full-row columns
+        (streams.py) for the rows of `window`, sorted by time; `key` the block's key values
+        (the device; none for host). Never dropped: call `flush` to bound the queue.
+        """
+        self._queue.append(("block", stream, tuple(key), window, columns))
 
     def flush(self) -> None:
         """Return once every record put so far is committed (or the writer has stopped)."""
@@ -168,26 +194,21 @@ class RecordingWriter:
 
     def _drain(self, markers: list[_FlushMarker]) -> None:
         queue = self._queue
-        gpu: list[tuple[Any, ...]] = []
-        util: list[tuple[int, int, int, int]] = []
-        host: list[tuple[Any, ...]] = []
-        spans: list[tuple[Any, ...]] = []
         events: list[tuple[Any, ...]] = []
+        gpu, util, host, spans = self._gpu.add, self._util.add, self._host.add, self._spans.add
         pending = 0
         for _ in range(len(queue)):  # only what is there now: producers may keep adding
             item = queue.popleft()
             kind = type(item)
             try:
                 if kind is GpuSample:
-                    gpu.append(_gpu_row(item))
+                    gpu(_checked(_gpu_row(item), 2))
                 elif kind is UtilSample:
-                    util.append((item.t_ns, item.device, int(item.kind), item.value_pct))
+                    util(_checked((item.t_ns, item.device, int(item.kind), item.value_pct), 3))
                 elif kind is HostSample:
-                    host.append(_host_row(item))
+                    host(_checked(_host_row(item), 1))
                 elif kind is Span:
-                    spans.append((item.start_ns, max(0, item.end_ns - item.start_ns),
-                                  int(item.kind), self._phase_id(item.phase), item.step,
-                                  item.steps, item.pid))
+                    spans(self._span_row(item))
                 elif kind is Event:
                     events.append((item.t_ns, item.kind, item.message,
                                    _to_json(dict(item.data))))
@@ -202,33 +223,40 @@ class RecordingWriter:
                 continue
             pending += 1
             if pending >= _WRITE_CHUNK:
-                self._insert(gpu, util, host, spans, events)
+                self._insert(events)
                 pending = 0
-        self._insert(gpu, util, host, spans, events)
+        self._insert(events)
 
-    def _insert(self, gpu: list[Any], util: list[Any], host: list[Any], spans: list[Any],
-                events: list[Any]) -> None:
-        db = self._db
-        for rows, sql in (
-            (gpu, _GPU_SQL), (util, _UTIL_SQL), (host, _HOST_SQL), (spans, _SPAN_SQL),
-            (events, _EVENT_SQL),
-        ):
-            if rows:
-                try:
-                    db.executemany(sql, rows)
-                except _BAD_ROW:  # a value SQLite cannot store: keep the others, drop that one
-                    for row in rows:
-                        try:
-                            db.execute(sql, row)
-                        except _BAD_ROW:
-                            self._count_drops(1)
-                rows.clear()
+    def _span_row(self, span: Span) -> tuple[Any, ...]:
+        if not isinstance(span.phase, str):
+            raise TypeError("a span's phase is a name")
+        self._span_seq += 1
+        return _checked((span.start_ns, self._span_seq, int(span.kind), self._phase_id(span.phase),
+                         span.pid, max(0, span.end_ns - span.start_ns), span.step, span.steps), 4)
+
+    def _insert(self, events: list[Any], *, close_all: bool = False) -> None:
+        for stream in (self._gpu, self._util, self._host, self._spans):
+            stream.write(close_all=close_all)
+        if events:
+            try:
+                self._db.executemany(_EVENT_SQL, events)
+            except _BAD_ROW:  # a value SQLite cannot store: keep the others, drop that one
+                for row in events:
+                    try:
+                        self._db.execute(_EVENT_SQL, row)
+                    except _BAD_ROW:
+                        self._count_drops(1)
+            events.clear()
 
     def _control(self, item: Any) -> None:
         if isinstance(item, tuple) and item and item[0] == "meta":
             self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", item[1:])
         elif isinstance(item, tuple) and item and item[0] == "devices":
             self._db.executemany(_DEVICE_SQL, item[1])
+        elif isinstance(item, tuple) and item and item[0] == "block":
+            _, stream, key, window, columns = item
+            target = {"gpu": self._gpu, "util": self._util, "host": self._host}[stream]
+            target.write_block(key, window, columns)
 
     def _phase_id(self, name: str) -> int:
         phase_id = self._phase_ids.get(name)
@@ -248,8 +276,12 @@ class RecordingWriter:
             if self.error is None:
                 # A reader holding the file open must not stall close() for long.
                 db.execute("PRAGMA busy_timeout = 200")
+                db.execute("BEGIN")
+                self._insert([], close_all=True)  # pack the windows still open
                 self._write_meta("writer_dropped", self.dropped)
                 self._write_meta("complete", True)
+                db.execute("COMMIT")
+                db.executescript("PRAGMA incremental_vacuum;")  # hand staging pages back
                 # Fold the WAL into the file and leave WAL mode: one self-contained file. Fails
                 # harmlessly (stays WAL) if a reader holds the file open right now.
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -287,10 +319,6 @@ class RecordingWriter:
             marker.done.set()
 
 
-_GPU_SQL = schema.insert_sql("gpu_samples", schema.GPU_COLUMNS, or_ignore=True)
-_UTIL_SQL = schema.insert_sql("util_samples", schema.UTIL_COLUMNS, or_ignore=True)
-_HOST_SQL = schema.insert_sql("host_samples", schema.HOST_COLUMNS, or_ignore=True)
-_SPAN_SQL = schema.insert_sql("spans", schema.SPAN_COLUMNS)
 _EVENT_SQL = schema.insert_sql("events", schema.EVENT_COLUMNS)
 _DEVICE_SQL = schema.insert_sql("devices", schema.DEVICE_COLUMNS).replace(
     "INSERT", "INSERT OR REPLACE", 1)

@@ -1,0 +1,112 @@
+"""Overhead of `gpuwhy run`: a healthy Keras (TF) job under gpuwhy vs bare, alternated (ABAB…).
+
+Each pair runs the job bare and under `gpuwhy run --quiet` back to back, alternating which goes
+first so that drifts in machine load hit both alike. Reported: the median over pairs of the ratio
+(under gpuwhy / bare) of the end-to-end wall time — what the user waits — and of the job's own
+`fit` time, which isolates the cost inside the job (hooks, sampler, the environment probe running
+beside it) from gpuwhy's start-up and wrap-up. Results go to bench/results/overhead.md with the
+machine and date.
+
+    python bench/overhead.py [--pairs 6] [--batches 60] [--epochs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+JOB = HERE / "keras_healthy_job.py"
+TARGET = 1.03
+
+
+def _run(command: list[str]) -> tuple[float, float]:
+    """(wall seconds, the job's fit seconds) of one run; raises if it fails."""
+    start = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+    wall = time.monotonic() - start
+    if done.returncode != 0:
+        joined = " ".join(command)
+        raise SystemExit(f"run failed ({done.returncode}): {joined}\n{done.stderr[-2000:]}")
+    found = re.search(r"fit_s=([0-9.]+)", done.stdout)
+    if found is None:
+        raise SystemExit(f"the job printed no fit time: {done.stdout[-500:]}")
+    return wall, float(found.group(1))
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{platform.node()}: {os.cpu_count()} CPU cores ({cpu}), {platform.platform()}, "
+            f"Python {platform.python_version()}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=6)
+    parser.add_argument("--batches", type=int, default=60)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "overhead.md")
+    args = parser.parse_args()
+    job = [sys.executable, str(JOB), "--batches", str(args.batches), "--epochs", str(args.epochs)]
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for pair in range(args.pairs):
+            record = Path(scratch, f"run{pair}.gpuwhy.db")
+            under = [sys.executable, "-m", "gpuwhy", "run", "--quiet", "--record", str(record),
+                     "--", *job]
+            order = ("bare", "gpuwhy") if pair % 2 == 0 else ("gpuwhy", "bare")
+            result = {}
+            for which in order:
+                result[which] = _run(job if which == "bare" else under)
+            rows.append(result)
+            print(f"pair {pair + 1}/{args.pairs}: bare {result['bare'][0]:.2f} s "
+                  f"(fit {result['bare'][1]:.2f}), gpuwhy {result['gpuwhy'][0]:.2f} s "
+                  f"(fit {result['gpuwhy'][1]:.2f})", flush=True)
+    wall_ratio = statistics.median(r["gpuwhy"][0] / r["bare"][0] for r in rows)
+    fit_ratio = statistics.median(r["gpuwhy"][1] / r["bare"][1] for r in rows)
+    lines = [
+        "# Overhead of `gpuwhy run`",
+        "",
+        f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"- Machine: {_machine()}",
+        f"- Job: `bench/keras_healthy_job.py --batches {args.batches} --epochs {args.epochs}` "
+        "(Keras on TensorFlow, compute-bound, CPU)",
+        f"- Method: {args.pairs} pairs, bare and `gpuwhy run --quiet` alternated (ABAB…, "
+        "order swapped every pair); median over pairs of the per-pair ratio.",
+        "",
+        "| measure | median ratio (gpuwhy / bare) | target |",
+        "|---|---|---|",
+        f"| end-to-end wall time | {wall_ratio:.3f} | ≤ {TARGET} |",
+        f"| the job's own `fit` time | {fit_ratio:.3f} | |",
+        "",
+        "| pair | bare wall s | gpuwhy wall s | bare fit s | gpuwhy fit s |",
+        "|---|---|---|---|---|",
+    ]
+    for number, r in enumerate(rows, 1):
+        lines.append(f"| {number} | {r['bare'][0]:.2f} | {r['gpuwhy'][0]:.2f} | "
+                     f"{r['bare'][1]:.2f} | {r['gpuwhy'][1]:.2f} |")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wall ratio {wall_ratio:.3f}, fit ratio {fit_ratio:.3f} -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

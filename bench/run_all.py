@@ -1,0 +1,202 @@
+"""Run every benchmark and regenerate docs/performance.md with the machine and the date.
+
+Each benchmark is a script of its own that writes its table to bench/results/<name>.md; this
+runs them one after another (never two at once: they measure time) and assembles the results,
+with the machine they ran on, into docs/performance.md. A benchmark that fails or is missing is
+reported as such in the document; the others still run.
+
+    python bench/run_all.py [--quick] [--only NAME ...] [--skip NAME ...]
+
+--quick runs shorter versions (fewer rounds, a 2 h synthetic run instead of 24 h) for a check
+that everything works; the full run takes about an hour on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+DOC = ROOT / "docs" / "performance.md"
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    script: str
+    full: tuple[str, ...]
+    quick: tuple[str, ...]
+    what: str
+
+
+BENCHES = (
+    Bench("sampler_cost", "sampler_cost.py", ("--seconds", "20"), ("--seconds", "5"),
+          "Sampler cost: CPU per tick and share of one core at 10 and 100 Hz"),
+    Bench("recording_io", "recording_io.py", ("--samples", "1000000"), ("--samples", "200000"),
+          "Recording size and speed"),
+    Bench("scale", "scale.py", ("--hours", "24"), ("--hours", "2", "--writer-hours", "0.25"),
+          "Scale: a synthetic day on eight GPUs"),
+    Bench("overhead", "overhead.py", (), ("--pairs", "2", "--epochs", "2"),
+          "Overhead of `gpuwhy run` on training throughput"),
+    Bench("profiler_overhead", "profiler_overhead.py", ("--rounds", "4"),
+          ("--rounds", "1", "--epochs", "2"),
+          "gpuwhy run beside TensorBoard's and TensorFlow's profilers"),
+    Bench("first_verdict", "first_verdict.py", (), (),
+          "Time to first verdict on an input-bound job"),
+)
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _ram() -> str:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return f"{int(line.split()[1]) / 2**20:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return "unknown"
+
+
+def _gpus() -> str:
+    if shutil.which("nvidia-smi") is None:
+        return "none (no NVIDIA driver)"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown (nvidia-smi failed)"
+    names = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    return ", ".join(names) if names else "none (nvidia-smi lists no GPU)"
+
+
+def _load() -> str:
+    try:
+        return " / ".join(f"{v:.1f}" for v in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def machine_lines() -> list[str]:
+    """The machine, as the results' header shows it."""
+    frameworks = ", ".join(f"{name} {version}" for name in ("tensorflow", "keras", "torch", "jax")
+                           if (version := _version(name)))
+    return [
+        f"- CPU: {_cpu()}, {os.cpu_count()} logical cores; RAM {_ram()}",
+        f"- OS: {platform.system()} {platform.release()} ({platform.platform()})",
+        f"- Python {platform.python_version()} ({sys.executable}); gpuwhy "
+        f"{_version('gpuwhy') or 'from source'}",
+        f"- Frameworks: {frameworks or 'none'}",
+        f"- GPU: {_gpus()}",
+        f"- Load average when the run started (1/5/15 min): {_load()} — other work on the "
+        "machine slows every timing below alike",
+    ]
+
+
+def _demoted(text: str) -> str:
+    """A result file's markdown with its headings one level down, title dropped."""
+    lines = text.strip().splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    return "\n".join(f"#{line}" if line.startswith("#") else line for line in lines).strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter runs, to check the suite")
+    parser.add_argument("--only", nargs="*", default=None, metavar="NAME")
+    parser.add_argument("--skip", nargs="*", default=[], metavar="NAME")
+    parser.add_argument("--out", type=Path, default=DOC)
+    args = parser.parse_args(argv)
+    names = {b.name for b in BENCHES}
+    unknown = (set(args.only or []) | set(args.skip)) - names
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(sorted(unknown))}; "
+                     f"known: {', '.join(b.name for b in BENCHES)}")
+    started = datetime.datetime.now(datetime.timezone.utc)
+    machine = machine_lines()  # the load average before the benchmarks add their own
+    status: dict[str, str] = {}
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"),
+                                                      env.get("PYTHONPATH")]))
+    for bench in BENCHES:
+        if (args.only is not None and bench.name not in args.only) or bench.name in args.skip:
+            continue
+        script = HERE / bench.script
+        if not script.exists():
+            status[bench.name] = "not run: the script is not in this tree"
+            print(f"== {bench.name}: {status[bench.name]}", flush=True)
+            continue
+        command = [sys.executable, str(script), *(bench.quick if args.quick else bench.full)]
+        print(f"== {bench.name}: {' '.join(command[1:])}", flush=True)
+        begun = time.perf_counter()
+        done = subprocess.run(command, cwd=ROOT, env=env, check=False)
+        took = time.perf_counter() - begun
+        status[bench.name] = (f"ran in {took:.0f} s" if done.returncode == 0
+                              else f"FAILED (exit {done.returncode}) after {took:.0f} s")
+        print(f"== {bench.name}: {status[bench.name]}", flush=True)
+
+    lines = [
+        "# Performance",
+        "",
+        "What gpuwhy costs and how it scales, measured by the scripts in `bench/`. Regenerate "
+        "this page with `python bench/run_all.py` (about an hour on a 2-core machine; "
+        "`--quick` for a shorter check). Each section below is the result file the benchmark "
+        "wrote (`bench/results/`), with the command that produced it.",
+        "",
+        f"Generated {started:%Y-%m-%d %H:%M} UTC{' (quick run)' if args.quick else ''} on:",
+        "",
+        *machine,
+        "",
+    ]
+    for bench in BENCHES:
+        result = RESULTS / f"{bench.name}.md"
+        lines += [f"## {bench.what}", ""]
+        if bench.name in status:
+            lines += [f"*This run: {status[bench.name]}.*", ""]
+        if result.exists():
+            lines += [_demoted(result.read_text(encoding="utf-8")), ""]
+        else:
+            lines += ["No results yet.", ""]
+    known = {f"{bench.name}.md" for bench in BENCHES}
+    for result in sorted(RESULTS.glob("*.md")):  # e.g. diagnosis accuracy, written by its tests
+        if result.name not in known:
+            text = result.read_text(encoding="utf-8").strip()
+            title = text.splitlines()[0].lstrip("# ") if text.startswith("# ") else result.stem
+            lines += [f"## {title}", "", _demoted(text), ""]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines), encoding="utf-8")
+    print(f"wrote {args.out}")
+    failed = [name for name, text in status.items() if text.startswith("FAILED")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,246 @@
+"""diagnose(recording) -> Diagnosis: phases, GPUs lined up with them, findings most valuable first.
+
+Record, analyse, render: this is the middle step. It reads the recording through its streaming
+reader (spans once, GPU/util/host samples once each), builds the `RunContext` the rules read, and
+returns one frozen `Diagnosis` every reporter renders. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from gpuwhy.analysis.alignment import ACTIVE, RUN, GpuWindowStats, align, align_summaries
+from gpuwhy.analysis.context import HostStats, RunContext
+from gpuwhy.analysis.framework import Framework, detect
+from gpuwhy.analysis.intervals import Interval, IntervalSet, union
+from gpuwhy.analysis.phases import NS_PER_S, OTHER, PhaseStats, phase_stats
+from gpuwhy.analysis.rules import run_rules
+from gpuwhy.analysis.rules.transfer import link_bandwidth_bytes_per_s
+from gpuwhy.model import DeviceInfo, Event, Finding, HostSample, Severity, sort_findings
+
+if TYPE_CHECKING:
+    from gpuwhy.recording.reader import Recording
+
+SUMMARY_MAX_INTERVALS = 64
+"""Up to this many phase intervals, GPU statistics come from the recording's stored summaries
+(tens of milliseconds per interval however long); beyond, one streaming pass over the samples
+(microseconds per sample) is cheaper. Both give the same numbers."""
+
+
+@dataclass(frozen=True)
+class DeviceStats:
+    """One GPU over the run: what it is and how the job used it while the phases ran."""
+
+    info: DeviceInfo
+    samples: int
+    util_mean_pct: float | None  # while any phase ran (the whole run if none was recorded)
+    sm_active_mean: float | None
+    memory_used_max_bytes: int | None
+    job_memory_max_bytes: int | None
+    job_share: float | None  # the job's part of the GPU's busy time
+    job_seen: bool | None
+    link_bytes_per_s: float | None  # one direction of the PCIe link at its max gen x width
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Everything a report shows about one run."""
+
+    command: list[str]
+    exit_code: int | None
+    duration_s: float
+    devices: list[DeviceStats]
+    phases: dict[str, PhaseStats]  # named phases in order, then "data_wait", "other"
+    findings: list[Finding]  # runtime findings, most valuable first
+    environment: Mapping[str, Any] = field(default_factory=dict)  # {"facts", "findings", ...}
+    environment_findings: list[Finding] = field(default_factory=list)
+    framework: str = Framework.UNKNOWN.value
+    complete: bool = True
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def worst_severity(self) -> Severity | None:
+        everything = [*self.findings, *self.environment_findings]
+        return min((f.severity for f in everything), key=lambda s: s.rank, default=None)
+
+
+def _run_window(recording: Recording) -> tuple[int, int]:
+    meta = recording.meta
+    start, end = meta.get("start_ns"), meta.get("end_ns")
+    bounds = recording.time_range()
+    if not isinstance(start, int):
+        start = bounds[0] if bounds else 0
+    if not isinstance(end, int):
+        end = bounds[1] if bounds else start
+    return start, max(end, start)
+
+
+def _environment_findings(environment: Mapping[str, Any]) -> list[Finding]:
+    raw = environment.get("findings")
+    if raw is None and environment.get("facts") is not None:
+        return _evaluate(environment["facts"])
+    findings = []
+    for item in raw or []:
+        if isinstance(item, Finding):
+            findings.append(item)
+        elif isinstance(item, Mapping):
+            try:
+                findings.append(Finding.from_dict(item))
+            except (KeyError, ValueError):
+                continue  # a finding of a newer gpuwhy with fields we cannot read
+    return sort_findings(findings)
+
+
+def _evaluate(facts: Any) -> list[Finding]:
+    """The doctor's rules on facts recorded without their findings."""
+    evaluate = getattr(importlib.import_module("gpuwhy.env"), "evaluate", None)
+    if evaluate is None or not isinstance(facts, Mapping):
+        return []
+    return sort_findings(list(evaluate(facts)))
+
+
+def _host_stats(samples: Iterable[HostSample], windows: Mapping[str, Sequence[Interval]],
+                ) -> dict[str, HostStats]:
+    sets = {name: IntervalSet(intervals) for name, intervals in windows.items()}
+    sums: dict[str, list[float]] = {name: [0, 0.0, 0, 0.0, 0] for name in windows}
+    for sample in samples:
+        for name, window in sets.items():
+            if sample.t_ns in window:
+                acc = sums[name]
+                acc[0] += 1
+                if sample.job_cpu_pct is not None:
+                    acc[1] += sample.job_cpu_pct
+                    acc[2] += 1
+                if sample.cpu_system_pct is not None:
+                    acc[3] += sample.cpu_system_pct
+                    acc[4] += 1
+    return {
+        name: HostStats(
+            samples=int(acc[0]),
+            job_cpu_mean_pct=acc[1] / acc[2] if acc[2] else None,
+            cpu_system_mean_pct=acc[3] / acc[4] if acc[4] else None,
+        )
+        for name, acc in sums.items()
+        if acc[0]
+    }
+
+
+@dataclass
+class _EventFacts:
+    events: list[Event] = field(default_factory=list)
+    syncs: dict[str, int] = field(default_factory=dict)  # phase -> device-to-host syncs
+    wait_unknown: set[str] = field(default_factory=set)  # phases whose input was not timed
+
+
+def _event_facts(events: Iterable[Event]) -> _EventFacts:
+    facts = _EventFacts()
+    for event in events:
+        facts.events.append(event)
+        phase = event.data.get("phase")
+        if event.kind == "sync":
+            count = event.data.get("count", 1)
+            key = str(phase or "train")
+            facts.syncs[key] = facts.syncs.get(key, 0) + (count if isinstance(count, int) else 1)
+        elif event.kind == "data_wait_unavailable" and phase is not None:
+            facts.wait_unknown.add(str(phase))
+    return facts
+
+
+def _with_gpu(phases: dict[str, PhaseStats], gpu: Mapping[str, Mapping[int, GpuWindowStats]],
+              ) -> dict[str, PhaseStats]:
+    result = {}
+    for name, phase in phases.items():
+        during = gpu.get(name, {})
+        util = {d: s.util_mean_pct for d, s in during.items() if s.util_mean_pct is not None}
+        sm = {d: s.sm_active_mean for d, s in during.items() if s.sm_active_mean is not None}
+        result[name] = replace(phase, gpu_util_pct=util or None, sm_active=sm or None)
+    return result
+
+
+def _devices(devices: Sequence[DeviceInfo], gpu: Mapping[str, Mapping[int, GpuWindowStats]],
+             ) -> list[DeviceStats]:
+    whole = gpu.get(RUN, {})
+    active = gpu.get(ACTIVE) or whole
+    result = []
+    for info in devices:
+        run_stats = whole.get(info.index)
+        stats = active.get(info.index) or run_stats
+        result.append(
+            DeviceStats(
+                info=info,
+                samples=run_stats.samples if run_stats else 0,
+                util_mean_pct=stats.util_mean_pct if stats else None,
+                sm_active_mean=stats.sm_active_mean if stats else None,
+                memory_used_max_bytes=run_stats.memory_used_max_bytes if run_stats else None,
+                job_memory_max_bytes=run_stats.job_memory_max_bytes if run_stats else None,
+                job_share=stats.job_share if stats else None,
+                job_seen=run_stats.job_seen if run_stats else None,
+                link_bytes_per_s=link_bandwidth_bytes_per_s(info.pcie_gen_max,
+                                                            info.pcie_width_max),
+            )
+        )
+    return result
+
+
+def diagnose(recording: Recording, *, environment: Mapping[str, Any] | None = None) -> Diagnosis:
+    """Analyse a recording: per-phase statistics, GPU alignment and runtime findings.
+
+    ``environment`` is the doctor's ``{"facts": ..., "findings": [...]}`` for the job's
+    interpreter; it defaults to the one `gpuwhy run` stored in the recording's meta.
+    """
+    meta = dict(recording.meta)
+    if environment is None:
+        stored = meta.get("environment")
+        environment = stored if isinstance(stored, Mapping) else {}
+    env_findings = _environment_findings(environment)
+    facts = environment.get("facts")
+    facts = facts if isinstance(facts, Mapping) else {}
+
+    start_ns, end_ns = _run_window(recording)
+    duration_s = (end_ns - start_ns) / NS_PER_S
+    event_facts = _event_facts(recording.events())
+    phases = phase_stats(recording.spans(), start_ns, end_ns, event_facts.wait_unknown)
+    named = {name: list(p.intervals) for name, p in phases.items() if not p.is_pseudo}
+    windows: dict[str, list[Interval]] = {
+        **named,
+        OTHER: list(phases[OTHER].intervals),
+        RUN: [(start_ns, end_ns)] if end_ns > start_ns else [],
+        ACTIVE: union(i for intervals in named.values() for i in intervals),
+    }
+    if sum(len(intervals) for intervals in windows.values()) <= SUMMARY_MAX_INTERVALS:
+        gpu = align_summaries(windows, recording)
+    else:
+        gpu = align(windows, recording.gpu_samples(), recording.util_samples())
+    host = _host_stats(recording.host_samples(), windows)
+    framework = detect(event_facts.events, facts)
+    phases = _with_gpu(phases, gpu)
+
+    ctx = RunContext(
+        duration_s=duration_s,
+        phases=phases,
+        devices=list(recording.devices),
+        gpu=gpu,
+        framework=framework,
+        host=host,
+        environment_facts=facts,
+        environment_findings=env_findings,
+        sync_counts=event_facts.syncs,
+    )
+    command = meta.get("command")
+    exit_code = meta.get("exit_code")
+    return Diagnosis(
+        command=[str(c) for c in command] if isinstance(command, list) else [],
+        exit_code=exit_code if isinstance(exit_code, int) else None,
+        duration_s=duration_s,
+        devices=_devices(recording.devices, gpu),
+        phases=phases,
+        findings=sort_findings(run_rules(ctx)),
+        environment=environment,
+        environment_findings=env_findings,
+        framework=framework.value,
+        complete=recording.complete,
+        meta=meta,
+    )

@@ -1,0 +1,89 @@
+"""Half-open time intervals ``(start_ns, end_ns)``: union, total length, overlap, membership.
+
+Phases come as many spans (one per epoch, nested user phases, overlapping ranks); every share the
+report prints is computed on the union of those spans so that nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+
+Interval = tuple[int, int]
+
+
+def union(intervals: Iterable[Interval]) -> list[Interval]:
+    """Sorted, disjoint intervals covering exactly the given ones (empty ones dropped)."""
+    merged: list[Interval] = []
+    for start, end in sorted(i for i in intervals if i[1] > i[0]):
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def total_ns(disjoint: Sequence[Interval]) -> int:
+    """Summed length of disjoint intervals."""
+    return sum(end - start for start, end in disjoint)
+
+
+def clip(disjoint: Sequence[Interval], start_ns: int, end_ns: int) -> list[Interval]:
+    """The parts of disjoint intervals inside ``[start_ns, end_ns)``."""
+    clipped = []
+    for start, end in disjoint:
+        lo, hi = max(start, start_ns), min(end, end_ns)
+        if hi > lo:
+            clipped.append((lo, hi))
+    return clipped
+
+
+def intersection_ns(a: Sequence[Interval], b: Sequence[Interval]) -> int:
+    """Length of the overlap of two sorted disjoint interval lists (linear merge)."""
+    i = j = 0
+    overlap = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            overlap += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return overlap
+
+
+class IntervalSet:
+    """Disjoint sorted intervals with O(log n) membership: is a sample inside this phase?"""
+
+    __slots__ = ("_ends", "_starts", "intervals")
+
+    def __init__(self, intervals: Iterable[Interval]) -> None:
+        self.intervals = union(intervals)
+        self._starts = [start for start, _ in self.intervals]
+        self._ends = [end for _, end in self.intervals]
+
+    def __contains__(self, t_ns: object) -> bool:
+        if not isinstance(t_ns, int):
+            return False
+        k = bisect.bisect_right(self._starts, t_ns) - 1
+        return k >= 0 and t_ns < self._ends[k]
+
+    def clip(self, start_ns: int, end_ns: int) -> list[Interval]:
+        """The parts inside ``[start_ns, end_ns)``, found by binary search (O(log n + k))."""
+        k = bisect.bisect_right(self._ends, start_ns)
+        clipped = []
+        while k < len(self.intervals) and self._starts[k] < end_ns:
+            lo, hi = max(self._starts[k], start_ns), min(self._ends[k], end_ns)
+            if hi > lo:
+                clipped.append((lo, hi))
+            k += 1
+        return clipped
+
+    def __bool__(self) -> bool:
+        return bool(self.intervals)
+
+    @property
+    def total_ns(self) -> int:
+        return total_ns(self.intervals)

@@ -1,0 +1,250 @@
+"""Per-phase time, steps and data wait, from the spans the hooks recorded.
+
+A phase is every PHASE span with one name ("train" once per epoch, "validation" after it...). Its
+time is the union of those spans; a phase the hooks marked only with STEP/WAIT spans gets the hull
+of them. Two pseudo-phases complete the picture: "data_wait" (all WAIT time, a part *of* the phases
+it occurs in) and "other" (run time no phase covers: start-up, imports, model building, saving).
+The named phases and "other" partition the run unless a user nests phases.
+
+Several processes may record the same phase (data-parallel ranks): steps are counted for the
+busiest process (ranks step in lockstep) and the data-wait fraction is their mean, so that N ranks
+waiting at the same moment count once, not N times.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from gpuwhy.analysis.intervals import Interval, IntervalSet, clip, total_ns, union
+from gpuwhy.model import Span, SpanKind
+
+NS_PER_S = 1_000_000_000
+OTHER = "other"
+DATA_WAIT = "data_wait"
+PSEUDO_PHASES = frozenset({OTHER, DATA_WAIT})
+
+
+@dataclass(frozen=True)
+class PhaseStats:
+    """Where one phase's time went. Times in seconds; fractions of the phase's own time."""
+
+    name: str
+    time_s: float
+    share: float  # of the run's wall time
+    steps: int
+    step_time_p50_s: float | None
+    step_time_p95_s: float | None
+    data_wait_s: float
+    data_wait_fraction: float | None  # None where the phase has no steps to wait for
+    step_gap_s: float  # between steps, not waiting for data: host work (callbacks, logging...)
+    rounds: int  # PHASE spans: epochs of training, validation passes...
+    intervals: tuple[Interval, ...] = field(default=(), repr=False, compare=False)
+    # Per interval: seconds from its end until the next step of the run begins (work a phase
+    # leaves behind it, e.g. tearing down an evaluation before training resumes).
+    resume_s: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    # Filled by alignment (GPU samples seen during the phase); None without GPU samples.
+    gpu_util_pct: Mapping[int, float] | None = None
+    sm_active: Mapping[int, float] | None = None  # 0..1, where GPM/DCGM counters were recorded
+
+    @property
+    def is_pseudo(self) -> bool:
+        return self.name in PSEUDO_PHASES
+
+
+@dataclass
+class _PhaseSpans:
+    phase: list[Interval] = field(default_factory=list)
+    steps: dict[int | None, list[Span]] = field(default_factory=lambda: defaultdict(list))
+    waits: dict[int | None, list[Interval]] = field(default_factory=lambda: defaultdict(list))
+    first_ns: int | None = None
+
+    def note(self, start_ns: int) -> None:
+        if self.first_ns is None or start_ns < self.first_ns:
+            self.first_ns = start_ns
+
+
+def weighted_percentile(values: Sequence[tuple[float, int]], q: float) -> float | None:
+    """Nearest-rank percentile of (value, weight) pairs: a span of N steps weighs N."""
+    pairs = sorted(pair for pair in values if pair[1] > 0)
+    if not pairs:
+        return None
+    total = sum(weight for _, weight in pairs)
+    target = q * total
+    seen = 0
+    for value, weight in pairs:
+        seen += weight
+        if seen >= target:
+            return value
+    return pairs[-1][0]
+
+
+def _collect(spans: Iterable[Span]) -> dict[str, _PhaseSpans]:
+    by_phase: dict[str, _PhaseSpans] = defaultdict(_PhaseSpans)
+    for span in spans:
+        if span.end_ns <= span.start_ns and span.kind is not SpanKind.STEP:
+            continue
+        entry = by_phase[span.phase]
+        entry.note(span.start_ns)
+        if span.kind is SpanKind.PHASE:
+            entry.phase.append((span.start_ns, span.end_ns))
+        elif span.kind is SpanKind.STEP:
+            entry.steps[span.pid].append(span)
+        else:
+            entry.waits[span.pid].append((span.start_ns, span.end_ns))
+    return by_phase
+
+
+def _extent(entry: _PhaseSpans) -> list[Interval]:
+    if entry.phase:
+        return union(entry.phase)
+    starts = [s.start_ns for spans in entry.steps.values() for s in spans]
+    starts += [w[0] for waits in entry.waits.values() for w in waits]
+    ends = [s.end_ns for spans in entry.steps.values() for s in spans]
+    ends += [w[1] for waits in entry.waits.values() for w in waits]
+    return [(min(starts), max(ends))] if starts else []
+
+
+def _step_gaps_ns(steps: list[Span], waits: list[Interval], extent: IntervalSet) -> int:
+    """Time between consecutive steps of one process that is not data wait, inside the phase."""
+    ordered = sorted(steps, key=lambda s: s.start_ns)
+    wait_set = IntervalSet(waits)
+    gap_total = 0
+    for prev, nxt in itertools.pairwise(ordered):
+        if nxt.start_ns <= prev.end_ns:
+            continue
+        gap = extent.clip(prev.end_ns, nxt.start_ns)
+        if total_ns(gap) < nxt.start_ns - prev.end_ns:
+            continue  # a phase boundary lies between them (e.g. validation between epochs)
+        gap_total += total_ns(gap) - total_ns(wait_set.clip(prev.end_ns, nxt.start_ns))
+    return max(gap_total, 0)
+
+
+def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int, wait_unknown: bool) -> PhaseStats:
+    extent = IntervalSet(_extent(entry))
+    time_ns = extent.total_ns
+    step_counts = {pid: sum(max(s.steps, 1) for s in spans) for pid, spans in entry.steps.items()}
+    steps = max(step_counts.values(), default=0)
+    durations = [
+        ((s.end_ns - s.start_ns) / max(s.steps, 1) / NS_PER_S, max(s.steps, 1))
+        for spans in entry.steps.values()
+        for s in spans
+    ]
+    pids = set(entry.steps) | set(entry.waits)
+    waits_ns = [total_ns(union(_clip_all(entry.waits.get(pid, []), extent))) for pid in pids]
+    wait_ns = sum(waits_ns) / len(waits_ns) if waits_ns else 0.0
+    gaps_ns = [
+        _step_gaps_ns(entry.steps[pid], entry.waits.get(pid, []), extent) for pid in entry.steps
+    ]
+    gap_ns = sum(gaps_ns) / len(gaps_ns) if gaps_ns else 0.0
+    # The hooks could not time this phase's input and measured no wait at all: unknown, not 0.
+    has_steps = (steps > 0 or bool(entry.waits)) and not (wait_unknown and not entry.waits)
+    return PhaseStats(
+        name=name,
+        time_s=time_ns / NS_PER_S,
+        share=time_ns / run_ns if run_ns > 0 else 0.0,
+        steps=steps,
+        step_time_p50_s=weighted_percentile(durations, 0.50),
+        step_time_p95_s=weighted_percentile(durations, 0.95),
+        data_wait_s=wait_ns / NS_PER_S,
+        data_wait_fraction=(wait_ns / time_ns if time_ns > 0 else 0.0) if has_steps else None,
+        step_gap_s=gap_ns / NS_PER_S,
+        rounds=len(union(entry.phase)),
+        intervals=tuple(extent.intervals),
+    )
+
+
+def _clip_all(intervals: list[Interval], extent: IntervalSet) -> list[Interval]:
+    return [part for start, end in intervals for part in extent.clip(start, end)]
+
+
+def phase_stats(
+    spans: Iterable[Span],
+    run_start_ns: int,
+    run_end_ns: int,
+    wait_unknown: Collection[str] = (),
+) -> dict[str, PhaseStats]:
+    """Named phases in order of first appearance, then "data_wait" (if any) and "other".
+
+    ``wait_unknown`` names phases whose input the hooks could not time (their
+    "data_wait_unavailable" events): without WAIT spans their data-wait fraction is None.
+    """
+    run_ns = max(run_end_ns - run_start_ns, 0)
+    by_phase = _collect(spans)
+    ordered = sorted(by_phase.items(), key=lambda item: item[1].first_ns or 0)
+    phases = {
+        name: _phase_stats(name, entry, run_ns, name in wait_unknown)
+        for name, entry in ordered
+        if name
+    }
+    step_starts = sorted(
+        s.start_ns for entry in by_phase.values() for spans in entry.steps.values() for s in spans
+    )
+    for name, phase in phases.items():
+        phases[name] = replace(phase, resume_s=_resume(phase.intervals, step_starts))
+    covered = union(i for p in phases.values() for i in p.intervals)
+    covered = clip(covered, run_start_ns, run_end_ns) if run_ns else covered
+    wait_s = sum(p.data_wait_s for p in phases.values())
+    if wait_s > 0:
+        waiting = [p for p in phases.values() if p.data_wait_s > 0]
+        phases[DATA_WAIT] = PhaseStats(
+            name=DATA_WAIT,
+            time_s=wait_s,
+            share=wait_s * NS_PER_S / run_ns if run_ns else 0.0,
+            steps=0,
+            step_time_p50_s=None,
+            step_time_p95_s=None,
+            data_wait_s=wait_s,
+            data_wait_fraction=None,
+            step_gap_s=0.0,
+            rounds=len(waiting),
+        )
+    other_ns = max(run_ns - total_ns(covered), 0)
+    other = [(run_start_ns, run_end_ns)] if run_ns else []
+    phases[OTHER] = PhaseStats(
+        name=OTHER,
+        time_s=other_ns / NS_PER_S,
+        share=other_ns / run_ns if run_ns else 0.0,
+        steps=0,
+        step_time_p50_s=None,
+        step_time_p95_s=None,
+        data_wait_s=0.0,
+        data_wait_fraction=None,
+        step_gap_s=0.0,
+        rounds=0,
+        intervals=tuple(_subtract(other, covered)),
+    )
+    return phases
+
+
+def _resume(intervals: Sequence[Interval], step_starts: Sequence[int]) -> tuple[float, ...]:
+    """For each interval, seconds from its end to the first step starting after it (0 if none,
+    or if the phase itself comes back first)."""
+    gaps = []
+    for k, (_, end) in enumerate(intervals):
+        i = bisect.bisect_left(step_starts, end)
+        following = intervals[k + 1][0] if k + 1 < len(intervals) else None
+        if i < len(step_starts) and (following is None or step_starts[i] <= following):
+            gaps.append((step_starts[i] - end) / NS_PER_S)
+        else:
+            gaps.append(0.0)
+    return tuple(gaps)
+
+
+def _subtract(base: list[Interval], holes: Sequence[Interval]) -> list[Interval]:
+    """Parts of ``base`` not covered by the disjoint sorted ``holes``."""
+    result: list[Interval] = []
+    for start, end in base:
+        cursor = start
+        for hole_start, hole_end in holes:
+            if hole_end <= cursor or hole_start >= end:
+                continue
+            if hole_start > cursor:
+                result.append((cursor, hole_start))
+            cursor = max(cursor, hole_end)
+        if cursor < end:
+            result.append((cursor, end))
+    return result

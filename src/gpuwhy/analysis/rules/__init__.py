@@ -1,0 +1,62 @@
+"""The runtime rules: one module per family, each a pure function ``(RunContext) -> [Finding]``.
+
+Every threshold sits beside its rule with the reference it comes from; docs/findings.md lists
+them all. Rules that read GPU samples return nothing for a recording without them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from gpuwhy.analysis.context import RunContext
+from gpuwhy.analysis.rules import (
+    gpu_bound,
+    host,
+    input_bound,
+    memory,
+    multi_gpu,
+    phase_gap,
+    placement,
+    throttle,
+    transfer,
+    validation,
+)
+from gpuwhy.model import Finding
+
+Rule = Callable[[RunContext], list[Finding]]
+
+RULES: Sequence[Rule] = (
+    placement.check,  # NOT_ON_GPU
+    input_bound.check,  # INPUT_BOUND
+    validation.check,  # SLOW_VALIDATION
+    phase_gap.check,  # PHASE_GPU_GAP
+    host.check,  # HOST_BOUND, SYNC_BOUND
+    multi_gpu.check,  # IDLE_GPUS, GPU_IMBALANCE
+    transfer.check,  # TRANSFER_BOUND
+    throttle.check,  # THROTTLED
+    memory.check,  # MEMORY_PRESSURE
+    gpu_bound.check,  # GPU_BOUND
+)
+
+RUNTIME_CODES = (
+    "NOT_ON_GPU",
+    "INPUT_BOUND",
+    "SLOW_VALIDATION",
+    "PHASE_GPU_GAP",
+    "HOST_BOUND",
+    "SYNC_BOUND",
+    "IDLE_GPUS",
+    "GPU_IMBALANCE",
+    "TRANSFER_BOUND",
+    "THROTTLED",
+    "MEMORY_PRESSURE",
+    "GPU_BOUND",
+)
+
+
+def run_rules(ctx: RunContext, rules: Sequence[Rule] = RULES) -> list[Finding]:
+    """Every rule's findings, unsorted."""
+    findings: list[Finding] = []
+    for rule in rules:
+        findings.extend(rule(ctx))
+    return findings

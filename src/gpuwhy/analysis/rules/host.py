@@ -1,0 +1,126 @@
+"""HOST_BOUND and SYNC_BOUND: the GPU waits on the host although the data is there.
+
+HOST_BOUND: while training, the job's GPUs are busy less than 50 % of the time (Nsight Systems
+"GPU Low Utilization" threshold; torch-tb-profiler also advises a larger batch below 50 %,
+peers.md 2, 4) and the steps are not waiting for input (data wait under XProf's 5 % band): the
+host cannot launch work fast enough — Python overhead, kernel launches (5-40 µs each, peers.md
+11), small batches.
+
+SYNC_BOUND is the same symptom with a known cause: the hooks saw device-to-host synchronisations
+(`.item()`, `.cpu()`, `.numpy()`) on every step, which drain the GPU's queue so host and device
+take turns instead of overlapping. It needs the hooks' "sync" events; without them the symptom is
+reported as HOST_BOUND, whose fix lists sync points among the causes.
+"""
+
+from __future__ import annotations
+
+from gpuwhy.analysis import whatif
+from gpuwhy.analysis.context import RunContext
+from gpuwhy.analysis.framework import pick
+from gpuwhy.analysis.rules.common import phase_util, r
+from gpuwhy.analysis.rules.input_bound import MODERATE_FRACTION
+from gpuwhy.model import Finding, Severity
+
+LOW_UTIL_PCT = 50.0  # Nsight Systems gpu_time_util; torch-tb-profiler "increase batch size"
+SYNCS_PER_STEP = 1.0  # a synchronisation on every step serialises host and device
+REFERENCE = "Nsight Systems 'GPU Low Utilization' (< 50 %), XProf input band (< 5 % waiting)"
+
+HOST_FIXES = {
+    "tensorflow": (
+        "Give the GPU more work per host step: a larger batch size; "
+        "`model.compile(..., steps_per_execution=32, jit_compile=True)` (Keras) or "
+        "`@tf.function(jit_compile=True)` around the step; keep Python work and per-batch "
+        "callbacks/`.numpy()` out of the loop; `TF_GPU_THREAD_MODE=gpu_private` if tf.data "
+        "competes for the CPU."
+    ),
+    "keras-jax": (
+        "Give the GPU more work per host step: a larger batch size and "
+        "`model.compile(..., steps_per_execution=32)`; keep per-batch callbacks async-safe."
+    ),
+    "torch": (
+        "Give the GPU more work per host step: a larger batch size; `model = torch.compile(model)`"
+        " or CUDA graphs (`torch.compile(mode='reduce-overhead')`) to cut launch overhead; remove "
+        "per-step `.item()`/`.cpu()`/`print(tensor)` (log every N steps instead)."
+    ),
+    "default": (
+        "Give the GPU more work per host step: a larger batch size, compiled/fused steps (XLA, "
+        "torch.compile), and no per-step Python work or device-to-host copies."
+    ),
+}
+
+SYNC_FIXES = {
+    "torch": (
+        "Stop synchronising every step: accumulate the loss on the device "
+        "(`total += loss.detach()`) and call `.item()` every N steps; avoid `.cpu()`, "
+        "`.tolist()`, `print(tensor)` and tensor-valued `if` in the step; "
+        "`torch.cuda.set_sync_debug_mode('warn')` lists the remaining sync points."
+    ),
+    "tensorflow": (
+        "Stop synchronising every step: no `.numpy()`, `float(loss)` or `tf.print` per step in a "
+        "custom loop (read metrics every N steps); in Keras, `steps_per_execution=32`."
+    ),
+    "default": (
+        "Stop synchronising every step: read losses and metrics from the device every N steps, "
+        "not on each one."
+    ),
+}
+
+
+def check(ctx: RunContext) -> list[Finding]:
+    train = ctx.training_phase()
+    if train is None or train.steps == 0:
+        return []
+    util = phase_util(ctx, train)
+    wait = train.data_wait_fraction or 0.0
+    if util is None or util >= LOW_UTIL_PCT or wait >= MODERATE_FRACTION:
+        return []
+    syncs = ctx.sync_counts.get(train.name, 0)
+    per_step = syncs / train.steps
+    sync_bound = per_step >= SYNCS_PER_STEP
+    est = whatif.feed_gpu(ctx.duration_s, train.name, train.time_s, util)
+    evidence = {
+        "phase": train.name,
+        "gpu_util_pct": r(util, 1),
+        "data_wait_fraction": r(wait),
+        "steps": train.steps,
+        "step_time_p50_s": r(train.step_time_p50_s, 4),
+        "step_gap_s": r(train.step_gap_s),
+        "job_cpu_pct": r(_job_cpu(ctx, train.name), 1),
+        "threshold_util_pct": LOW_UTIL_PCT,
+        "reference": REFERENCE,
+    }
+    if sync_bound:
+        evidence["syncs_per_step"] = r(per_step, 2)
+        return [
+            Finding(
+                code="SYNC_BOUND",
+                severity=Severity.WARNING,
+                title=(
+                    f"{per_step:.1f} device-to-host syncs per step keep the GPU "
+                    f"{100 - util:.0f} % idle in '{train.name}'"
+                ),
+                evidence=evidence,
+                fix=pick(ctx.framework, SYNC_FIXES),
+                speedup=est.speedup,
+                speedup_method=est.method,
+            )
+        ]
+    return [
+        Finding(
+            code="HOST_BOUND",
+            severity=Severity.WARNING,
+            title=(
+                f"GPU busy only {util:.0f} % of '{train.name}' although data is ready: "
+                "the host cannot feed it (launch/Python overhead, small batches)"
+            ),
+            evidence=evidence,
+            fix=pick(ctx.framework, HOST_FIXES),
+            speedup=est.speedup,
+            speedup_method=est.method,
+        )
+    ]
+
+
+def _job_cpu(ctx: RunContext, phase: str) -> float | None:
+    host = ctx.host.get(phase)
+    return host.job_cpu_mean_pct if host else None

@@ -1,0 +1,102 @@
+"""INPUT_BOUND: steps wait for their data.
+
+Threshold (XProf Input Pipeline Analyzer, op_stats_to_input_pipeline_analysis.cc, peers.md 1):
+>= 20 % of step time waiting for input is "HIGHLY input-bound", 5-20 % "MODERATELY". Measured on
+the phase's own time from the hooks' WAIT spans, so it needs no GPU samples and holds on a CPU run.
+The moderate band is reported only where it matters for the run: the wait must also be >= 5 % of
+the run's wall time (the same band applied to the whole run), so a short phase's per-batch
+iterator overhead is not raised as a finding worth a 1 % gain.
+"""
+
+from __future__ import annotations
+
+from gpuwhy.analysis import whatif
+from gpuwhy.analysis.context import RunContext
+from gpuwhy.analysis.framework import pick
+from gpuwhy.analysis.rules.common import phase_util, r
+from gpuwhy.model import Finding, Severity
+
+HIGH_FRACTION = 0.20  # XProf: "HIGHLY input-bound"
+MODERATE_FRACTION = 0.05  # XProf: "MODERATELY input-bound"
+REFERENCE = (
+    "XProf input-pipeline analyzer: >= 20 % of step time waiting = highly, 5-20 % = moderately"
+)
+
+FIXES = {
+    "tensorflow": (
+        "Let tf.data prepare batches in parallel and ahead of the step: "
+        "`ds = ds.map(fn, num_parallel_calls=tf.data.AUTOTUNE)"
+        ".cache().prefetch(tf.data.AUTOTUNE)` (cache() after deterministic, expensive steps; "
+        "`interleave(..., num_parallel_calls=tf.data.AUTOTUNE)` for file reads; "
+        "a Python generator cannot run in parallel: move its work into `map`)."
+    ),
+    "keras-torch": (
+        "Load batches in parallel: in your PyDataset call "
+        "`super().__init__(workers=4, use_multiprocessing=True, max_queue_size=10)`, "
+        "or pass a torch DataLoader with `num_workers=4, persistent_workers=True`."
+    ),
+    "keras-jax": (
+        "Load batches in parallel: in your PyDataset call "
+        "`super().__init__(workers=4, use_multiprocessing=True, max_queue_size=10)`, "
+        "or feed a tf.data pipeline with `map(..., num_parallel_calls=tf.data.AUTOTUNE)"
+        ".prefetch(tf.data.AUTOTUNE)`."
+    ),
+    "torch": (
+        "Load batches in worker processes: `DataLoader(ds, batch_size=..., num_workers=4, "
+        "persistent_workers=True, prefetch_factor=2, pin_memory=True)` "
+        "(num_workers up to the free CPU cores; pin_memory with `.to(device, non_blocking=True)`); "
+        "cache decoded samples if __getitem__ repeats expensive work."
+    ),
+    "jax": (
+        "Prepare batches ahead of the step in another thread or process (tf.data or grain with "
+        "parallel workers, then prefetch to the device)."
+    ),
+    "default": (
+        "Prepare the next batches while the current step runs: tf.data "
+        "`map(fn, num_parallel_calls=tf.data.AUTOTUNE)` and `.prefetch(tf.data.AUTOTUNE)`; "
+        "PyTorch `DataLoader(num_workers=4, persistent_workers=True)`; Keras PyDataset "
+        "`workers=4, use_multiprocessing=True`; cache preprocessing that repeats."
+    ),
+}
+
+
+def check(ctx: RunContext) -> list[Finding]:
+    """One finding per phase whose steps wait for data >= 5 % of its time."""
+    findings = []
+    for phase in ctx.named_phases:
+        fraction = phase.data_wait_fraction
+        if fraction is None or fraction < MODERATE_FRACTION:
+            continue
+        high = fraction >= HIGH_FRACTION
+        run_fraction = phase.data_wait_s / ctx.duration_s if ctx.duration_s > 0 else 0.0
+        if not high and run_fraction < MODERATE_FRACTION:
+            continue
+        est = whatif.remove_wait(ctx.duration_s, phase.data_wait_s, phase.name)
+        evidence = {
+            "phase": phase.name,
+            "data_wait_fraction": r(fraction),
+            "data_wait_s": r(phase.data_wait_s),
+            "run_wait_fraction": r(run_fraction),
+            "phase_time_s": r(phase.time_s),
+            "steps": phase.steps,
+            "step_time_p50_s": r(phase.step_time_p50_s, 4),
+            "gpu_util_pct": r(phase_util(ctx, phase), 1),
+            "band": "high" if high else "moderate",
+            "threshold_fraction": HIGH_FRACTION if high else MODERATE_FRACTION,
+            "reference": REFERENCE,
+        }
+        findings.append(
+            Finding(
+                code="INPUT_BOUND",
+                severity=Severity.WARNING if high else Severity.INFO,
+                title=(
+                    f"'{phase.name}' steps wait for data {fraction:.0%} of the time "
+                    f"({'highly' if high else 'moderately'} input-bound)"
+                ),
+                evidence=evidence,
+                fix=pick(ctx.framework, FIXES),
+                speedup=est.speedup,
+                speedup_method=est.method,
+            )
+        )
+    return findings

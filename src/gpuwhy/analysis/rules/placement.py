@@ -1,0 +1,87 @@
+"""NOT_ON_GPU: a usable GPU is there, steps ran, and no kernel ran on it.
+
+"Usable" comes from the environment: NVML enumerated the GPUs for the recording and the doctor's
+rules found no error (no missing driver, CPU-only build, hidden devices...) for the job's
+interpreter — where they did, that environment finding is the answer and this rule stays quiet.
+"Never on it" is utilization below 1 % on every GPU while the steps ran (NVML: no kernel ran,
+facts.md 1.2); the job's presence in NVML's process list is reported as evidence only, because
+NVML's PIDs are the host's and miss a job in a container (facts.md, pitfall 6).
+"""
+
+from __future__ import annotations
+
+from gpuwhy.analysis.context import IDLE_UTIL_PCT, RunContext
+from gpuwhy.analysis.framework import pick
+from gpuwhy.analysis.rules.common import MIN_PHASE_S, r
+from gpuwhy.model import Finding, Severity
+
+REFERENCE = "NVML utilization.gpu: % of time one or more kernels was executing (0 = none ran)"
+
+FIXES = {
+    "tensorflow": (
+        "TensorFlow ran on the CPU: `tf.config.list_physical_devices('GPU')` in the job's "
+        "interpreter must list the GPU (`gpuwhy doctor --python PATH` says why not); remove any "
+        "`CUDA_VISIBLE_DEVICES=''` or `with tf.device('/CPU:0')` around the model."
+    ),
+    "keras-torch": (
+        "Keras on torch uses the GPU only if `torch.cuda.is_available()` is True in the job: "
+        "install a CUDA build of torch (`torch.version.cuda` must not be None)."
+    ),
+    "keras-jax": (
+        "Keras on JAX uses the GPU only if `jax.devices()` lists it: "
+        "`pip install -U \"jax[cuda12]\"`."
+    ),
+    "torch": (
+        "Move the model and every batch to the GPU: `device = torch.device('cuda')`, "
+        "`model.to(device)`, and in the loop `x = x.to(device, non_blocking=True)` "
+        "(check `torch.cuda.is_available()` first)."
+    ),
+    "jax": "`jax.devices()` lists only the CPU: `pip install -U \"jax[cuda12]\"` (or cuda13).",
+    "default": (
+        "Place the model and the batches on the GPU, and check that the framework sees it "
+        "(`gpuwhy doctor`)."
+    ),
+}
+
+
+def check(ctx: RunContext) -> list[Finding]:
+    if not ctx.devices or not ctx.has_gpu_samples:
+        return []
+    if any(f.severity is Severity.ERROR for f in ctx.environment_findings):
+        return []  # the GPU is not usable: the environment finding says why
+    stepped = [p for p in ctx.named_phases if p.steps > 0 and p.time_s >= MIN_PHASE_S]
+    if not stepped:
+        return []
+    active = ctx.active_gpu()
+    utils = [s.util_mean_pct for s in active.values()]
+    if not active:
+        return []
+    if any(u is None for u in utils):
+        # No utilization (MIG): rely on the process list alone.
+        if any(s.job_seen is not False for s in active.values()):
+            return []
+    elif any(u is not None and u >= IDLE_UTIL_PCT for u in utils):
+        return []
+    steps = sum(p.steps for p in stepped)
+    evidence = {
+        "steps": steps,
+        "phases": [p.name for p in stepped],
+        "gpus": len(ctx.devices),
+        "gpu_util_pct": {str(d): r(s.util_mean_pct, 1) for d, s in active.items()},
+        "job_on_gpu": {str(d): s.job_seen for d, s in active.items()},
+        "threshold_util_pct": IDLE_UTIL_PCT,
+        "reference": REFERENCE,
+    }
+    return [
+        Finding(
+            code="NOT_ON_GPU",
+            severity=Severity.ERROR,
+            title=(
+                f"{steps} steps ran but no kernel ran on the GPU: the job's work runs on the CPU"
+            ),
+            evidence=evidence,
+            fix=pick(ctx.framework, FIXES),
+            speedup=None,
+            speedup_method="not estimated: the GPU's speed-up over the CPU depends on the model",
+        )
+    ]

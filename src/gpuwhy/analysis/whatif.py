@@ -1,0 +1,149 @@
+"""What-if models: how much faster the whole run gets if a finding's cause is fixed.
+
+Every model says which seconds of the recorded run the fix removes (``saved_s``); the whole-run
+speed-up is then Amdahl's law on measured time: ``run_s / (run_s - saved_s)``. Start-up, imports
+and everything the fix does not touch stay as they were, so a 2x faster training phase in a run
+that spends half its time importing frameworks is reported as 1.33x, not 2x.
+
+Each model returns the speed-up together with the one-line method that every finding carries in
+``speedup_method``; docs/findings.md derives each one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+HEALTHY_BUSY = 0.80
+"""GPU busy fraction a well-fed job reaches: gpu-idle reports no finding at busy >= 80 %, and
+NVIDIA's DCGM guidance calls SM activity >= 0.8 necessary for effective use (peers.md 7, 8)."""
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """A whole-run speed-up and how it was obtained."""
+
+    speedup: float
+    method: str
+    saved_s: float
+
+
+def amdahl(run_s: float, saved_s: float) -> float:
+    """Whole-run speed-up when ``saved_s`` of ``run_s`` seconds disappear."""
+    if run_s <= 0:
+        return 1.0
+    saved_s = min(max(saved_s, 0.0), run_s * 0.999)  # never infinite: something always remains
+    return run_s / (run_s - saved_s)
+
+
+def _whatif(run_s: float, saved_s: float, method: str) -> WhatIf:
+    return WhatIf(speedup=round(amdahl(run_s, saved_s), 3), method=method, saved_s=saved_s)
+
+
+def remove_wait(run_s: float, wait_s: float, phase: str) -> WhatIf:
+    """Input ready whenever a step asks for it (prefetching, parallel input): the wait goes."""
+    return _whatif(
+        run_s,
+        wait_s,
+        f"measured data wait in '{phase}' ({wait_s:.2f} s) removed; "
+        f"whole run = run / (run - wait) (Amdahl)",
+    )
+
+
+def fewer_validation_rounds(run_s: float, round_s: Sequence[float]) -> WhatIf:
+    """Validate once instead of once per round; with one round, the upper bound (none at all).
+
+    The round kept is the longest: one-time costs (tracing, compiling the evaluation step,
+    filling a cache) fall on the first round and stay whatever the frequency.
+    """
+    validation_s = sum(round_s)
+    rounds = len(round_s)
+    if rounds >= 2:
+        saved = validation_s - max(round_s)
+        method = (
+            f"validation run once instead of {rounds} times (validation_freq={rounds}): all "
+            f"rounds but the longest ({saved:.2f} s of {validation_s:.2f} s, each round until "
+            "training resumes) saved; whole run by Amdahl"
+        )
+    else:
+        saved = validation_s
+        method = (
+            f"upper bound: all {validation_s:.2f} s of validation removed "
+            "(a smaller validation set saves its share of this); whole run by Amdahl"
+        )
+    return _whatif(run_s, saved, method)
+
+
+def match_busier_phase(
+    run_s: float, phase: str, phase_s: float, util_pct: float, busy_util_pct: float, busy: str
+) -> WhatIf:
+    """The idle phase does its GPU work as densely as the busy one does."""
+    saved = phase_s * (1 - util_pct / busy_util_pct) if busy_util_pct > 0 else 0.0
+    return _whatif(
+        run_s,
+        saved,
+        f"'{phase}' keeps the GPU as busy as '{busy}' ({util_pct:.0f} % -> {busy_util_pct:.0f} %):"
+        f" its time x {util_pct:.0f}/{busy_util_pct:.0f}; whole run by Amdahl",
+    )
+
+
+def feed_gpu(run_s: float, phase: str, phase_s: float, util_pct: float) -> WhatIf:
+    """Host overhead cut until the GPU is busy at the healthy level (80 %), no further."""
+    busy = util_pct / 100.0
+    saved = phase_s * (1 - busy / HEALTHY_BUSY) if busy < HEALTHY_BUSY else 0.0
+    return _whatif(
+        run_s,
+        saved,
+        f"'{phase}' shortened until the GPU is {HEALTHY_BUSY:.0%} busy (now {util_pct:.0f} %): "
+        f"its time x {busy:.2f}/{HEALTHY_BUSY:.2f}; whole run by Amdahl",
+    )
+
+
+def overlap_transfers(run_s: float, phase: str, phase_s: float, transfer_fraction: float) -> WhatIf:
+    """Copies overlapped with compute (pinned memory, async copies): their link time leaves the
+    critical path."""
+    saved = phase_s * transfer_fraction
+    return _whatif(
+        run_s,
+        saved,
+        f"PCIe copy time in '{phase}' ({transfer_fraction:.0%} of it, bytes / link bandwidth) "
+        "overlapped with compute; whole run by Amdahl",
+    )
+
+
+def full_clocks(
+    run_s: float, phase: str, phase_s: float, util_pct: float, clock_mhz: float, max_mhz: float
+) -> WhatIf:
+    """GPU-busy time shrinks in proportion to the SM clock regained."""
+    busy = util_pct / 100.0
+    saved = phase_s * busy * (1 - clock_mhz / max_mhz) if max_mhz > 0 else 0.0
+    return _whatif(
+        run_s,
+        saved,
+        f"GPU-busy time in '{phase}' ({busy:.0%}) scaled by SM clock {clock_mhz:.0f} -> "
+        f"{max_mhz:.0f} MHz; whole run by Amdahl",
+    )
+
+
+def use_all_gpus(run_s: float, phase: str, phase_s: float, used: int, total: int) -> WhatIf:
+    """Upper bound: the phase spread over every GPU with perfect (linear) data-parallel scaling."""
+    saved = phase_s * (1 - used / total) if total > 0 else 0.0
+    return _whatif(
+        run_s,
+        saved,
+        f"upper bound: '{phase}' scaled linearly from {used} to {total} GPUs; whole run by Amdahl",
+    )
+
+
+def balance_gpus(
+    run_s: float, phase: str, phase_s: float, mean_pct: float, max_pct: float
+) -> WhatIf:
+    """Work spread evenly: synchronous steps finish when the busiest GPU does, so the phase
+    shrinks from the busiest GPU's load to the mean load."""
+    saved = phase_s * (1 - mean_pct / max_pct) if max_pct > 0 else 0.0
+    return _whatif(
+        run_s,
+        saved,
+        f"'{phase}' with work spread evenly: time x mean/max GPU load "
+        f"({mean_pct:.0f}/{max_pct:.0f} %); whole run by Amdahl",
+    )

@@ -1,0 +1,219 @@
+"""Raw hook records → spans, run on the flusher thread (never on the training thread).
+
+Hooks append small tuples (below). Most become a `Span` at once; a step whose data wait depends
+on facts that arrive later (when the device finished the previous step, the pulls an input
+pipeline recorded inside a compiled function) is held until those facts arrive, at most
+`hold_ns`, then resolved with what is known.
+
+The data wait of a step (an *execution*: one call of a compiled function that may run several
+steps) is the time its compute stood still for input — not the time a pull took, which on an
+asynchronous backend overlaps the previous step's compute:
+
+- the first pull of an execution waits from `max(request, previous execution done)` until
+  delivery; where a non-blocking readiness check of the previous results was made around the
+  pull (JAX, CUDA), it decides: idle at the request, the whole pull waited; still busy at the
+  delivery, none of it did;
+- a later pull inside the same execution (Keras `steps_per_execution > 1`: TensorFlow's
+  in-graph loop and JAX's host loop both request batch k+1 when step k's compute starts)
+  overlaps step k's compute, which began no earlier than batch k's delivery d_k and took `c`:
+  it waits only from `max(request, d_k + c)` to its delivery. `c` comes from the execution's
+  tail: with R the time the execution was done and (r, d) its last pull,
+  `c = min(R - d, (R - r) / 2)` (data late: the last compute ran from d to R; data early: the
+  last two computes ran back to back from r to R). docs/data-wait.md derives it.
+- pulls that happen before the compiled call (TensorFlow `predict`) never overlap: all wait.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from typing import Any
+
+from gpuwhy.model import Event, Span, SpanKind
+
+# Raw record tags (first tuple field).
+PHASE = 0  # (PHASE, phase, start_ns, end_ns)
+STEP = 1  # (STEP, phase, index, start_ns, end_ns, steps_hint, exec_id, prev_exec_id, mode)
+PULL = 2  # (PULL, exec_id, request_ns, delivery_ns, busy)      a pull seen on the host
+DONE = 3  # (DONE, exec_id, t_ns)                 the execution's results exist (earliest wins)
+
+# STEP mode bits.
+SRC_HOST = 1  # pulls arrive as PULL records
+SRC_GRAPH = 2  # pulls come from an in-graph poller, matched to the step by time
+OVERLAP = 4  # later pulls of an execution overlap the previous step's compute
+EXPECT_DONE = 8  # DONE records will come for this loop's executions
+LAST = 16  # the step was ended by its phase or epoch ending, not by the next step beginning
+
+# PULL busy bits: a non-blocking readiness check of the previous execution's results, taken
+# when the pull was requested and when it was delivered (JAX `is_ready`, a CUDA event query).
+PROBED = 1  # the checks were made
+BUSY_AT_REQUEST = 2  # the device was still running the previous execution at the request
+BUSY_AT_DELIVERY = 4  # ... and still at the delivery: the pull hid behind compute entirely
+
+HOLD_NS = 2_000_000_000
+"""How long a step waits for late facts before it is resolved without them."""
+
+_STALE_NS = 10_000_000_000  # facts no held step can still need
+_KEEP = 4096  # facts kept before stale ones are swept
+
+
+class _Held:
+    __slots__ = ("arrived_ns", "pulls", "record")
+
+    def __init__(self, record: tuple[Any, ...], pulls: list[tuple[int, int]], now_ns: int):
+        self.record = record
+        self.pulls = pulls
+        self.arrived_ns = now_ns
+
+
+class Attributor:
+    """Stateful converter from raw hook records to `Span`s; one per process, flusher-owned."""
+
+    def __init__(self, *, hold_ns: int = HOLD_NS) -> None:
+        self.hold_ns = hold_ns
+        self._host_pulls: dict[int, list[tuple[int, int]]] = {}
+        self._graph_pulls: deque[tuple[int, int]] = deque()
+        self._done: dict[int, int] = {}
+        self._held: dict[int, _Held] = {}
+        self._compute_ns: dict[str, int] = {}  # last per-step compute estimate of each phase
+        self._busy: dict[tuple[int, int], int] = {}  # (exec, request) -> busy bits
+        self._unknown: set[str] = set()
+
+    def feed(
+        self, items: list[Any], graph_pulls: list[tuple[int, int]], now_ns: int, pid: int
+    ) -> list[Span | Event]:
+        """Convert `items`; `graph_pulls` are the in-graph pulls polled after `items` drained."""
+        out: list[Span | Event] = []
+        self._graph_pulls.extend(sorted(graph_pulls))
+        for item in items:
+            if type(item) is not tuple:
+                out.append(item)
+                continue
+            tag = item[0]
+            if tag == PHASE:
+                out.append(Span(item[1], SpanKind.PHASE, item[2], item[3], pid=pid))
+            elif tag == PULL:
+                self._host_pulls.setdefault(item[1], []).append((item[2], item[3]))
+                if item[4] & PROBED:
+                    self._busy[(item[1], item[2])] = item[4]
+            elif tag == DONE:  # several stamps may come (return, batch end): the earliest
+                self._done[item[1]] = min(item[2], self._done.get(item[1], item[2]))
+            elif tag == STEP:
+                mode = item[8]
+                if mode & SRC_GRAPH:
+                    pulls = self._take_graph_pulls(item[3], item[4])
+                else:
+                    pulls = self._host_pulls.pop(item[6], [])
+                self._held[item[6]] = _Held(item, pulls, now_ns)
+        for exec_id, held in list(self._held.items()):
+            if self._ready(held) or now_ns - held.arrived_ns >= self.hold_ns:
+                del self._held[exec_id]
+                out.extend(self._resolve(held, pid))
+        self._forget_stale(now_ns)
+        return out
+
+    def finish(self, pid: int) -> list[Span | Event]:
+        """Resolve every held step with what is known (interpreter exit)."""
+        out: list[Span | Event] = []
+        for held in self._held.values():
+            out.extend(self._resolve(held, pid))
+        self._held.clear()
+        return out
+
+    # ------------------------------------------------------------------------------ internals
+
+    def _take_graph_pulls(self, start_ns: int, end_ns: int) -> list[tuple[int, int]]:
+        queue = self._graph_pulls
+        while queue and queue[0][0] < start_ns:  # before any step: a build-time peek, not a wait
+            queue.popleft()
+        taken = []
+        while queue and queue[0][0] < end_ns:
+            taken.append(queue.popleft())
+        return taken
+
+    def _ready(self, held: _Held) -> bool:
+        mode, exec_id, prev = held.record[8], held.record[6], held.record[7]
+        if not mode & EXPECT_DONE or not (held.pulls or mode & LAST):
+            return True
+        if prev is not None and prev not in self._done:
+            return False
+        needs_own = mode & LAST or (mode & OVERLAP and len(held.pulls) > 1)
+        return not (needs_own and exec_id not in self._done)
+
+    def _resolve(self, held: _Held, pid: int) -> list[Span | Event]:
+        _, phase, index, start, end, hint, exec_id, prev, mode = held.record
+        pulls = sorted(held.pulls)
+        measured = bool(mode & (SRC_HOST | SRC_GRAPH))
+        if measured and not pulls:
+            return []  # the loop asked for data and got none: the end of the data, not a step
+        steps = len(pulls) if pulls else hint
+        done = self._done.get(exec_id)
+        if mode & LAST and done is not None and start < done < end:
+            end = done  # the loop's last step ends with its results, not with epoch-end work
+        out: list[Span | Event] = [Span(phase, SpanKind.STEP, start, end, index, steps, pid)]
+        if not pulls:
+            return out
+        busy = self._busy.pop((exec_id, pulls[0][0]), 0)
+        for r, _ in pulls[1:]:
+            self._busy.pop((exec_id, r), None)
+        wait_ns = self._exposed_wait(phase, pulls, self._done.get(prev, None), exec_id, mode,
+                                     busy)
+        if wait_ns is None:
+            if phase not in self._unknown:
+                self._unknown.add(phase)
+                message = "data wait unknown for some steps: no completion time"
+                out.append(Event(end, "data_wait_unavailable", message, {"phase": phase}))
+            return out
+        delivered = pulls[-1][1]
+        wait_start = delivered - wait_ns
+        out.append(Span(phase, SpanKind.WAIT, wait_start, delivered, index, len(pulls), pid))
+        return out
+
+    def _exposed_wait(
+        self,
+        phase: str,
+        pulls: list[tuple[int, int]],
+        prev_done_ns: int | None,
+        exec_id: int,
+        mode: int,
+        busy: int = 0,
+    ) -> int | None:
+        request, delivered = pulls[0]
+        if busy & BUSY_AT_DELIVERY:
+            request = delivered  # the device never idled during this pull
+        elif busy & BUSY_AT_REQUEST:  # it finished during the pull: at its stamp, or later
+            request = max(request, min(prev_done_ns or delivered, delivered))
+        elif not busy & PROBED and prev_done_ns is not None:
+            request = max(request, prev_done_ns)
+        total = max(0, delivered - request)
+        if len(pulls) == 1:
+            return total
+        if not mode & OVERLAP:
+            return total + sum(max(0, d - r) for r, d in pulls[1:])
+        compute_ns = self._compute_estimate(phase, pulls, self._done.get(exec_id))
+        if compute_ns is None:
+            return None
+        for (_, previous_delivery), (r, d) in itertools.pairwise(pulls):
+            total += max(0, d - max(r, previous_delivery + compute_ns))
+        return total
+
+    def _compute_estimate(
+        self, phase: str, pulls: list[tuple[int, int]], done_ns: int | None
+    ) -> int | None:
+        if done_ns is None:
+            return self._compute_ns.get(phase)
+        last_request, last_delivery = pulls[-1]
+        estimate = max(0, min(done_ns - last_delivery, (done_ns - last_request) // 2))
+        self._compute_ns[phase] = estimate
+        return estimate
+
+    def _forget_stale(self, now_ns: int) -> None:
+        if len(self._done) > _KEEP:
+            for key in [k for k, t in self._done.items() if now_ns - t > _STALE_NS]:
+                del self._done[key]
+        if len(self._busy) > _KEEP:
+            for stale in [k for k in self._busy if now_ns - k[1] > _STALE_NS]:
+                del self._busy[stale]
+        if len(self._host_pulls) > _KEEP:
+            for key in [k for k, p in self._host_pulls.items() if now_ns - p[-1][1] > _STALE_NS]:
+                del self._host_pulls[key]

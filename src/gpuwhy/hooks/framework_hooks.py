@@ -1,0 +1,67 @@
+"""Post-import patches for TensorFlow's tf.data iteration and PyTorch's DataLoader and optimizer.
+
+Each `install_*` runs once, right after the framework's own import finished, and patches only
+Python entry points (no framework state is created or initialised). Keras lives in
+`keras_hooks.py`.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from gpuwhy.hooks import emitter, iterators, patching, tracker
+
+
+def install_tensorflow() -> None:
+    """Time Python iteration over tf.data datasets (`for batch in dataset`, `next(iterator)`)."""
+    iterator_ops = sys.modules.get("tensorflow.python.data.ops.iterator_ops")
+    context = sys.modules.get("tensorflow.python.eager.context")
+    if iterator_ops is None or context is None:
+        emitter.report_once("tf.data", "tf.data iteration not hooked: module layout changed")
+        return
+    executing_eagerly = context.executing_eagerly
+
+    def make(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        @functools.wraps(original)
+        def __next__(self: Any) -> Any:
+            if not executing_eagerly():  # traced inside a tf.function: not a real pull
+                return original(self)
+            return iterators.timed_next(original, self)
+
+        return __next__
+
+    patching.patch(iterator_ops.OwnedIterator, "__next__", make)
+
+
+def install_torch() -> None:
+    """Time DataLoader pulls; mark optimizer steps as step boundaries (no device sync)."""
+    dataloader = sys.modules.get("torch.utils.data.dataloader")
+    base = getattr(dataloader, "_BaseDataLoaderIter", None)
+    if base is None:
+        emitter.report_once("torch", "DataLoader not hooked: module layout changed")
+    else:
+        def make(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+            @functools.wraps(original)
+            def __next__(self: Any) -> Any:
+                return iterators.timed_next(original, self)
+
+            return __next__
+
+        patching.patch(base, "__next__", make)
+    optimizer = sys.modules.get("torch.optim.optimizer")
+    register = getattr(optimizer, "register_optimizer_step_post_hook", None)
+    if register is None or patching.is_patched(optimizer, "gpuwhy_step_hook"):
+        return
+    handle = register(_after_optimizer_step)
+    patching.patch(optimizer, "gpuwhy_step_hook", lambda _: handle)  # marks it installed
+    patching.on_undo(handle.remove)
+
+
+def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    try:
+        tracker.boundary(tracker.clock())
+    except Exception as error:
+        emitter.report_once("optimizer", f"optimizer step hook failed: {error!r}")

@@ -1,0 +1,105 @@
+"""Timing of input pulls: one wrapper for every `__next__` gpuwhy hooks.
+
+A pull is timed on the thread that asks for data: from the request to the item's return is time
+the loop stood still for input. Nested hooked iterators (a torch DataLoader over a tf.data
+dataset, Keras's iterator over either) are timed once, by the outermost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+from gpuwhy.hooks import emitter, tracker
+from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST, PROBED
+
+T = TypeVar("T")
+
+
+def timed_next(next_fn: Callable[[Any], T], iterator: Any, *, force: bool = False) -> T:
+    """`next_fn(iterator)`, timed as a pull of `iterator` (StopIteration passes through)."""
+    st = tracker.state()
+    if st.in_pull or (st.mute and not force):
+        return next_fn(iterator)
+    clock = tracker.clock
+    busy_check = st.busy
+    st.in_pull = True
+    busy = _busy(busy_check, BUSY_AT_REQUEST) if busy_check is not None else 0
+    request = clock()
+    try:
+        item = next_fn(iterator)
+    except StopIteration:
+        st.in_pull = False
+        _record(iterator, request, clock(), False, force, 0)
+        raise
+    except BaseException:
+        st.in_pull = False
+        raise
+    delivery = clock()
+    st.in_pull = False
+    if busy_check is not None:
+        busy |= _busy(busy_check, BUSY_AT_DELIVERY)
+    _record(iterator, request, delivery, True, force, busy)
+    return item
+
+
+def _busy(check: Callable[[], bool], bit: int) -> int:
+    try:
+        return PROBED | (bit if check() else 0)
+    except Exception:  # a readiness check that fails tells nothing
+        return 0
+
+
+def _record(source: object, request: int, delivery: int, ok: bool, force: bool, busy: int
+            ) -> None:
+    try:
+        tracker.pull(source, request, delivery, ok, force=force, busy=busy)
+    except Exception as error:  # never into the user's loop
+        emitter.report_once("pull", f"input pull hook failed: {error!r}")
+
+
+class TimedIterator:
+    """Wraps an iterator so that each `next()` is a timed pull (used for framework loops)."""
+
+    __slots__ = ("__weakref__", "_inner")
+
+    def __init__(self, inner: Iterator[Any]) -> None:
+        self._inner = inner
+
+    def __iter__(self) -> TimedIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return timed_next(_next, self, force=True)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _next(timed: TimedIterator) -> Any:
+    return next(timed._inner)
+
+
+class TimedIterable:
+    """An iterable whose iterators are `TimedIterator`s."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: Iterable[Any]) -> None:
+        self._inner = inner
+
+    def __iter__(self) -> TimedIterator:
+        return TimedIterator(iter(self._inner))
+
+    def __len__(self) -> int:
+        return len(self._inner)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def timed(iterable: Iterable[Any]) -> Any:
+    """`iterable` with timed pulls: a `TimedIterator` for an iterator, else a `TimedIterable`."""
+    if isinstance(iterable, Iterator):
+        return TimedIterator(iterable)
+    return TimedIterable(iterable)

@@ -1,0 +1,121 @@
+"""Keras's compiled step functions: when an execution's results exist, without waiting.
+
+For the phase it is in, the Keras callback wraps the function Keras calls once per execution
+(`train_function`, `test_function`, `predict_function`) and undoes it when the phase ends:
+
+- TensorFlow runs synchronously: the moment the compiled loop returns is the execution's end,
+  stamped as a DONE record (tighter than the batch-end hook, which runs after Python fetched
+  the logs);
+- JAX and torch dispatch asynchronously: after each call a non-blocking readiness check of its
+  results (`jax.Array.is_ready`, a CUDA event's `query`) is kept for the input pulls that
+  follow (`tracker.ThreadState.busy`). Nothing here waits for the device.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from gpuwhy.hooks import emitter, tracker
+from gpuwhy.hooks.attribution import DONE
+
+
+def watch(model: Any, name: str, backend: str) -> Callable[[], None] | None:
+    """Instrument the compiled function of the phase, for the phase; returns the undo."""
+    if backend == "tensorflow":
+        return _stamp_returns(model, name)
+    if backend in ("jax", "torch"):
+        return _track_completion(model, name, backend)
+    return None
+
+
+def _track_completion(model: Any, name: str, backend: str) -> Callable[[], None] | None:
+    """JAX and torch return before the device finished (asynchronous dispatch). After each
+    call, keep a non-blocking readiness check of its results (`jax.Array.is_ready`, a CUDA
+    event's `query`) for the input pulls that follow; nothing here waits for the device."""
+    function = vars(model).get(name)  # an instance attribute: no property, no JAX state sync
+    if not callable(function) or getattr(function, "_gpuwhy_inner", None) is not None:
+        return None
+    readiness = _jax_readiness if backend == "jax" else _torch_readiness
+
+    def tracked(*args: Any, **kwargs: Any) -> Any:
+        result = function(*args, **kwargs)
+        try:
+            tracker.state().busy = readiness(result)
+        except Exception:
+            tracker.state().busy = None
+        return result
+
+    tracked._gpuwhy_inner = function  # type: ignore[attr-defined]
+    setattr(model, name, tracked)
+
+    def restore() -> None:
+        if vars(model).get(name) is tracked:
+            setattr(model, name, function)
+
+    return restore
+
+
+def _first_leaf(value: Any, has: str, depth: int = 0) -> Any:
+    if hasattr(value, has):
+        return value
+    if depth > 3:
+        return None
+    children = value.values() if isinstance(value, dict) else value
+    if isinstance(children, (list, tuple)) or isinstance(value, dict):
+        for child in children:
+            found = _first_leaf(child, has, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _jax_readiness(result: Any) -> Callable[[], bool] | None:
+    leaf = _first_leaf(result, "is_ready")
+    return None if leaf is None else (lambda: not leaf.is_ready())
+
+
+def _torch_readiness(result: Any) -> Callable[[], bool] | None:
+    leaf = _first_leaf(result, "is_cuda")
+    if leaf is None or not leaf.is_cuda:
+        return _never_busy  # CPU tensors: the call returned when the work was done
+    torch = sys.modules["torch"]
+    event = torch.cuda.Event()
+    event.record()  # enqueued after the execution's work; query() never blocks
+    return lambda: not event.query()
+
+
+def _never_busy() -> bool:
+    return False
+
+
+def _stamp_returns(model: Any, name: str) -> Callable[[], None] | None:
+    """On TensorFlow, stamp DONE when the compiled loop returns: the tightest end of an
+    execution's compute (the batch-end hook runs only after Python unpacked and fetched the
+    logs). Keras's `train_function` calls a `tf.function` it closes over; that call is wrapped
+    for the phase and restored after it. Returns the undo, or None where nothing was done."""
+    function = getattr(model, name, None)
+    code = getattr(function, "__code__", None)
+    if code is None or "multi_step_on_iterator" not in code.co_freevars:
+        return None
+    cell = function.__closure__[code.co_freevars.index("multi_step_on_iterator")]  # type: ignore[union-attr]
+    compiled = cell.cell_contents
+    if getattr(compiled, "_gpuwhy_inner", None) is not None:
+        return None
+
+    def stamped(*args: Any, **kwargs: Any) -> Any:
+        result = compiled(*args, **kwargs)
+        step = tracker.state().step
+        if step is not None:
+            emitter.emit((DONE, step.exec_id, tracker.clock()))
+        return result
+
+    stamped._gpuwhy_inner = compiled  # type: ignore[attr-defined]
+    cell.cell_contents = stamped
+
+    def restore() -> None:
+        if cell.cell_contents is stamped:
+            cell.cell_contents = compiled
+
+    return restore

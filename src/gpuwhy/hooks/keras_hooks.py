@@ -1,0 +1,179 @@
+"""The gpuwhy Keras callback: phases and steps, on every Keras 3 backend and on tf_keras.
+
+`callback_class()` makes it (`gpuwhy.KerasCallback`); `keras_patches` adds it to every fit.
+
+- phases: "train" (fit), "validation" (evaluate inside fit), "evaluate", "predict";
+- steps from the batch-*begin* hooks: a step lasts until the next step begins or its phase
+  ends, so it needs no batch-end timing, which Keras runs on a worker thread on JAX and torch;
+- batch-*end* hooks only stamp "this execution's results exist" (`async_safe = True`: the
+  stamp is taken on Keras's callback thread after the logs were fetched, keeping Keras's
+  asynchronous dispatch on; the callback never reads `self.model`, which syncs JAX state);
+- `steps_per_execution=N`: one step span per execution, `steps` = the batches it really ran.
+
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from gpuwhy.hooks import emitter, keras_functions, tracker
+from gpuwhy.hooks.attribution import DONE, EXPECT_DONE, OVERLAP, SRC_GRAPH, SRC_HOST
+
+_EXECS_KEPT = 1024  # executions remembered per phase to match late batch-end stamps
+
+
+_safe = emitter.guarded("Keras")
+
+
+class KerasSpans:
+    """The callback's behaviour; `callback_class()` mixes it into a Keras `Callback`."""
+
+    async_safe = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_fit = 0
+        self._depths: list[int] = []
+        self._test_phase = "evaluate"
+        self._steps_per_execution = 1
+        self._backend = "tensorflow"
+        self._execs: dict[str, dict[int, int]] = {}  # phase -> {first batch: exec id}
+        self._restore: list[Callable[[], None] | None] = []
+
+    # phases -----------------------------------------------------------------------------
+    @_safe
+    def on_train_begin(self, logs: Any = None) -> None:
+        self._in_fit += 1
+        self._enter("train", "train_function")
+
+    @_safe
+    def on_train_end(self, logs: Any = None) -> None:
+        self._in_fit = max(0, self._in_fit - 1)
+        self._leave()
+
+    @_safe
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        tracker.end_step(tracker.clock())  # the epoch's last step ends here
+
+    @_safe
+    def on_test_begin(self, logs: Any = None) -> None:
+        self._test_phase = "validation" if self._in_fit else "evaluate"
+        self._enter(self._test_phase, "test_function")
+
+    @_safe
+    def on_test_end(self, logs: Any = None) -> None:
+        self._leave()
+
+    @_safe
+    def on_predict_begin(self, logs: Any = None) -> None:
+        self._enter("predict", "predict_function")
+
+    @_safe
+    def on_predict_end(self, logs: Any = None) -> None:
+        self._leave()
+
+    # steps ------------------------------------------------------------------------------
+    @_safe
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self._begin("train", batch)
+
+    @_safe
+    def on_test_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self._begin(self._test_phase, batch)
+
+    @_safe
+    def on_predict_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self._begin("predict", batch)
+
+    @_safe
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self._done("train", batch)
+
+    @_safe
+    def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
+        self._done(self._test_phase, batch)
+
+    @_safe
+    def on_predict_batch_end(self, batch: int, logs: Any = None) -> None:
+        self._done("predict", batch)
+
+    # ------------------------------------------------------------------------------------
+    def _enter(self, phase: str, function: str) -> None:
+        model = vars(self).get("_model") or vars(self).get("model")  # never the JAX-syncing
+        self._steps_per_execution = _int_or_one(getattr(model, "steps_per_execution", 1))
+        self._backend = backend_name()
+        self._depths.append(tracker.push_phase(phase, tracker.clock()))
+        self._execs[phase] = {}
+        self._restore.append(keras_functions.watch(model, function, self._backend))
+
+    def _leave(self) -> None:
+        if self._depths:
+            tracker.unwind(self._depths.pop(), tracker.clock())
+        restore = self._restore.pop() if self._restore else None
+        if restore is not None:
+            restore()
+        if not self._depths:
+            tracker.state().busy = None
+
+    def _begin(self, phase: str, batch: int) -> None:
+        t = tracker.clock()
+        source = tracker.state().data_modes.get(phase, 0)
+        mode = source | EXPECT_DONE
+        in_graph_loop = source & SRC_GRAPH and phase != "predict"
+        if in_graph_loop or (source & SRC_HOST and self._backend == "jax"):
+            mode |= OVERLAP  # the next batch is requested while this one computes
+        spe = self._steps_per_execution
+        exec_id = tracker.begin_step(t, steps=spe, expected=spe if source & SRC_HOST else None,
+                                     mode=mode)
+        execs = self._execs.setdefault(phase, {})
+        execs[batch] = exec_id
+        if len(execs) > _EXECS_KEPT:  # batch ends that never came (an exception, a stop)
+            execs.pop(next(iter(execs)), None)
+
+    def _done(self, phase: str, batch: int) -> None:
+        # May run on Keras's callback thread. Keras reports an execution's end as its first
+        # batch + steps_per_execution - 1, even for a shorter last one (facts.md pitfall 16).
+        t = tracker.clock()
+        exec_id = self._execs.get(phase, {}).pop(batch - self._steps_per_execution + 1, None)
+        if exec_id is not None:
+            emitter.emit((DONE, exec_id, t))
+
+
+def _int_or_one(value: Any) -> int:
+    try:
+        return max(1, int(value))
+    except (TypeError, ValueError):  # "auto" before Keras resolved it
+        return 1
+
+
+def backend_name() -> str:
+    """The backend Keras 3 runs on in this process (fixed once Keras is imported)."""
+    keras = sys.modules.get("keras")
+    try:
+        return str(keras.config.backend()) if keras is not None else "tensorflow"
+    except Exception:
+        return "unknown"
+
+
+_classes: dict[type, type] = {}
+
+
+def callback_class(base: type | None = None) -> type:
+    """The gpuwhy Keras callback class for `base` (default: Keras 3 `keras.callbacks.Callback`)."""
+    if base is None:
+        import keras
+
+        base = keras.callbacks.Callback
+    cls = _classes.get(base)
+    if cls is None:
+        namespace = {"__module__": __name__, "__doc__": _CALLBACK_DOC, "async_safe": True}
+        cls = _classes[base] = type("KerasCallback", (KerasSpans, base), namespace)
+    return cls
+
+
+_CALLBACK_DOC = """Records Keras phases and steps for gpuwhy (O(1) per batch, no device sync).
+
+    model.fit(x, callbacks=[gpuwhy.KerasCallback()])
+"""

@@ -1,0 +1,294 @@
+"""Phases and steps of each thread: who defines a step, and where it begins and ends.
+
+Every hook funnels into these few functions, which keep per-thread state and append raw records
+(`attribution.py`) to the emitter. Rules:
+
+- PHASE spans of one thread never overlap: entering a phase closes the enclosing phase's current
+  segment, leaving it opens a new one (innermost wins; shares add up to the whole).
+- A STEP span runs from the moment its step began — its data request, or the call that began it,
+  whichever came first — to the moment the next step began or its phase ended. It covers its own
+  data wait.
+- Steps are defined by an *owner*: a framework loop (Keras, Lightning), the user's
+  `gpuwhy.step()`, or, in a plain loop, the first hooked iterator the thread pulls from (every
+  pull from it starts a step; pulls from other iterators are waits of that step). Torch
+  optimizer steps define steps only where nothing else does.
+- A step opened without any phase puts the thread in an implicit "train" phase.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from gpuwhy.hooks import emitter
+from gpuwhy.hooks.attribution import LAST, PHASE, PULL, SRC_HOST, STEP
+
+DEFAULT_PHASE = "train"
+
+clock: Callable[[], int] = time.monotonic_ns
+"""The hooks' clock; tests may replace it."""
+
+_exec_ids = itertools.count()
+_next_index: dict[str, int] = {}
+
+
+class _Step:
+    __slots__ = ("begun", "exec_id", "expected", "index", "mode", "phase", "prev_exec", "pulls",
+                 "start_ns", "steps")
+
+    def __init__(self, phase: str, start_ns: int, prev_exec: int | None) -> None:
+        self.phase = phase
+        self.index = _next_index.get(phase, 0)
+        self.start_ns = start_ns
+        self.exec_id = next(_exec_ids)
+        self.prev_exec = prev_exec
+        self.pulls = 0
+        self.expected: int | None = None  # pulls a step takes; one more starts the next step
+        self.begun = False
+        self.mode = 0
+        self.steps = 1
+
+
+class ThreadState:
+    """One thread's phases, open step and step owner."""
+
+    __slots__ = ("__weakref__", "busy", "data_modes", "framework", "implicit_end_ns", "in_pull",
+                 "manual", "mute", "owner", "phases", "prev_exec", "step")
+
+    def __init__(self) -> None:
+        self.phases: list[list[Any]] = []  # [name, segment_start_ns, implicit]
+        self.step: _Step | None = None
+        self.prev_exec: int | None = None  # last execution closed in the current loop
+        self.manual = False  # the user calls gpuwhy.step() in this thread
+        self.framework = 0  # depth of framework loops that define steps
+        self.mute = 0  # generic iterator hooks stay silent (a framework measures itself)
+        self.in_pull = False  # a timed pull is running: nested hooks must not time it again
+        self.owner: weakref.ref[Any] | None = None  # the iterator that defines steps
+        self.data_modes: dict[str, int] = {}  # how a framework phase measures its data wait
+        self.implicit_end_ns: int | None = None
+        # Is the device still running the last execution? (a non-blocking readiness check,
+        # set by a framework loop that can tell; None where nothing can)
+        self.busy: Callable[[], bool] | None = None
+
+
+_local = threading.local()
+
+
+def state() -> ThreadState:
+    """This thread's state (created on first use)."""
+    try:
+        st: ThreadState = _local.state
+    except AttributeError:
+        st = _local.state = ThreadState()
+    return st
+
+
+def current_phase() -> str | None:
+    st = state()
+    return st.phases[-1][0] if st.phases else None
+
+
+# ---------------------------------------------------------------------------------- phases
+
+
+def push_phase(name: str, t: int, *, implicit: bool = False) -> int:
+    """Enter phase `name` at `t`; returns the stack depth to `unwind` to when it ends."""
+    st = state()
+    close_step(st, t)
+    depth = len(st.phases)
+    if st.phases:
+        _emit_segment(st.phases[-1], t)
+    st.phases.append([name, t, implicit])
+    st.prev_exec = None
+    return depth
+
+
+def unwind(depth: int, t: int) -> None:
+    """Leave every phase above stack depth `depth` at `t` (the normal exit, and after errors)."""
+    st = state()
+    if len(st.phases) <= depth:
+        return
+    close_step(st, t)
+    while len(st.phases) > depth:
+        _emit_segment(st.phases.pop(), t)
+    if st.phases:
+        st.phases[-1][1] = t
+    st.prev_exec = None
+
+
+def _emit_segment(segment: list[Any], t: int) -> None:
+    if t > segment[1]:
+        emitter.emit((PHASE, segment[0], segment[1], t))
+
+
+def _end_implicit(st: ThreadState, t: int) -> None:
+    if st.phases and st.phases[-1][2]:
+        unwind(len(st.phases) - 1, t)
+
+
+# ---------------------------------------------------------------------------------- steps
+
+
+def _open(st: ThreadState, t: int) -> _Step:
+    if not st.phases:
+        push_phase(DEFAULT_PHASE, t, implicit=True)
+    step = st.step = _Step(st.phases[-1][0], t, st.prev_exec)
+    return step
+
+
+def close_step(st: ThreadState, t: int, *, last: bool = True) -> None:
+    """Emit the open step as ending at `t`; `last`: no next step of its loop follows at once."""
+    step = st.step
+    if step is None:
+        return
+    st.step = None
+    steps = step.pulls if step.mode & SRC_HOST and step.pulls else step.steps
+    mode = step.mode | LAST if last else step.mode
+    emitter.emit((STEP, step.phase, step.index, step.start_ns, t, steps, step.exec_id,
+                  step.prev_exec, mode))
+    _next_index[step.phase] = step.index + steps
+    st.prev_exec = step.exec_id
+    st.implicit_end_ns = t
+
+
+def begin_step(t: int, *, steps: int = 1, expected: int | None = 1, mode: int = 0) -> int:
+    """An owner begins a step at `t`; returns its execution id.
+
+    A step whose data arrived before it began (Keras on torch, `for batch in loader:
+    gpuwhy.step()`) was opened by that pull: it is adopted, not closed.
+    """
+    st = state()
+    step = st.step
+    if step is None or step.begun:
+        close_step(st, t, last=False)
+        step = _open(st, t)
+    step.begun = True
+    step.expected = expected
+    step.mode |= mode
+    step.steps = steps
+    return step.exec_id
+
+
+def end_step(t: int, exec_id: int | None = None) -> None:
+    """Close the open step at `t` (only if it is `exec_id`, when given)."""
+    st = state()
+    if st.step is not None and (exec_id is None or st.step.exec_id == exec_id):
+        close_step(st, t)
+
+
+def boundary(t: int) -> None:
+    """A step boundary seen from outside any loop (a torch optimizer step): used only where
+    no framework, no `gpuwhy.step()` and no hooked iterator defines steps."""
+    st = state()
+    if st.framework or st.manual or (st.owner is not None and st.owner() is not None):
+        return
+    close_step(st, t, last=False)
+    step = _open(st, t)
+    step.begun = True
+    step.expected = None
+
+
+# ---------------------------------------------------------------------------------- pulls
+
+
+def pull(source: object, request_ns: int, delivery_ns: int, ok: bool, *, force: bool = False,
+         busy: int = 0) -> None:
+    """A pull of input from `source` took [request_ns, delivery_ns]; `ok` False: no data.
+
+    `force`: record it even where generic hooks are muted (a framework timing its own input).
+    `busy`: what a readiness check saw around the pull (attribution.BUSY_* bits).
+    """
+    st = state()
+    if st.mute and not force:
+        return
+    if st.framework or st.manual:
+        _owned_pull(st, request_ns, delivery_ns, ok, busy)
+    else:
+        _auto_pull(st, source, request_ns, delivery_ns, ok)
+
+
+def _owned_pull(st: ThreadState, r: int, d: int, ok: bool, busy: int = 0) -> None:
+    step = st.step
+    full = (step is not None and step.begun and step.expected is not None
+            and step.pulls >= step.expected)
+    if not ok:
+        if full:
+            close_step(st, r)  # the data ended: so did the step that had its batch
+        return
+    if full:
+        close_step(st, r, last=False)
+        step = None
+    if step is None:
+        if not st.phases and not st.manual:
+            return  # a pull outside any phase (a framework peeking at its input)
+        step = _open(st, r)
+    step.pulls += 1
+    step.mode |= SRC_HOST
+    emitter.emit((PULL, step.exec_id, r, d, busy))
+
+
+def _auto_pull(st: ThreadState, source: object, r: int, d: int, ok: bool) -> None:
+    owner = st.owner() if st.owner is not None else None
+    if owner is None:
+        if not ok:
+            return
+        owner = source
+        try:
+            st.owner = weakref.ref(source, _owner_gone_callback(st))
+        except TypeError:  # not weak-referenceable: it owns steps until another takes over
+            st.owner = None
+    if source is owner:
+        close_step(st, r, last=not ok)
+        if not ok:
+            st.owner = None
+            _end_implicit(st, r)
+            return
+        step = _open(st, r)  # not "begun": a gpuwhy.step() right after adopts it
+        step.expected = 1
+    step_or_none = st.step
+    if ok and step_or_none is not None:
+        step_or_none.pulls += 1
+        step_or_none.mode |= SRC_HOST
+        emitter.emit((PULL, step_or_none.exec_id, r, d, 0))
+
+
+def _owner_gone_callback(st: ThreadState) -> Callable[[weakref.ref[Any]], None]:
+    """When the owning iterator dies (a loop left by `break`), its last step ends there."""
+    state_ref = weakref.ref(st)
+
+    def gone(ref: weakref.ref[Any]) -> None:
+        owner_state = state_ref()
+        if owner_state is None or owner_state.owner is not ref:
+            return
+        try:
+            t = clock()
+            owner_state.owner = None
+            close_step(owner_state, t)
+            _end_implicit(owner_state, t)
+        except Exception:  # a GC callback must never raise
+            pass
+
+    return gone
+
+
+def finalize(t: int) -> None:
+    """Interpreter exit: an implicit phase ends with its last closed step; an open step whose
+    end was never seen is dropped (its end would be the program's teardown, not training)."""
+    st = state()
+    st.step = None
+    if st.phases and st.phases[-1][2] and st.implicit_end_ns is not None:
+        unwind(len(st.phases) - 1, st.implicit_end_ns)
+
+
+def _reset_after_fork() -> None:
+    global _local
+    _local = threading.local()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+emitter.on_exit(lambda: finalize(clock()))

@@ -1,0 +1,182 @@
+"""The doctor's facts and findings for the job's own interpreter, gathered while the job runs.
+
+The probe runs in a separate process of gpuwhy's interpreter, in its own session and at lower
+CPU priority (nice 10): it never delays the job's start, competes little with it, is out of reach
+of the terminal's Ctrl-C, and can be killed with everything it started if it is not done when
+the job ends. Its frameworks are probed by `gpuwhy.env.collect_facts` in further subprocesses, so
+nothing is imported into gpuwhy itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+WAIT_AT_EXIT_S = 2.0
+"""How long the end of a run waits for an unfinished probe before recording without it."""
+
+PROBE_TIMEOUT_S = 20.0
+"""Passed to `collect_facts`: the longest a single framework probe may take."""
+
+PROBE_NICE = 10
+
+_PROBE = """
+import json, os, sys
+try:
+    os.nice(int(sys.argv[3]))
+except OSError:
+    pass
+from gpuwhy.env import collect_facts, evaluate
+from gpuwhy.env.probe_cache import ProbeCache, default_cache_dir
+facts = collect_facts(
+    sys.argv[1] or None, timeout_s=float(sys.argv[2]), cache=ProbeCache(default_cache_dir())
+)
+findings = [finding.to_dict() for finding in evaluate(facts)]
+json.dump({"facts": facts, "findings": findings}, sys.stdout, default=str)
+"""
+
+_PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?[tdm]?")
+
+
+def is_python(path: str) -> bool:
+    """Whether an executable's file name is a Python interpreter (python, python3, python3.11)."""
+    return _PYTHON_NAME.fullmatch(os.path.basename(path)) is not None
+
+
+def job_interpreter(command: Sequence[str], environ: Mapping[str, str]) -> str | None:
+    """The Python the job runs under, as an absolute path where it can be found.
+
+    ``python …``, ``python3 …`` or a path to an interpreter is taken as is; a script with a
+    ``#!`` line naming Python (``torchrun``, ``accelerate``, a ``train.py`` made executable) gives
+    that interpreter; otherwise the first ``python``/``python3`` on the job's PATH.
+    """
+    path = environ.get("PATH", os.defpath)
+    if command:
+        first = command[0]
+        executable = first if os.sep in first else shutil.which(first, path=path)
+        if is_python(first):
+            return os.path.abspath(executable) if executable else None
+        if executable is not None:
+            interpreter = _shebang_python(executable, path)
+            if interpreter is not None:
+                return interpreter
+    for name in ("python", "python3"):
+        found = shutil.which(name, path=path)
+        if found is not None:
+            return os.path.abspath(found)
+    return None
+
+
+def _shebang_python(executable: str, path: str) -> str | None:
+    try:
+        with open(executable, "rb") as file:
+            first_line = file.readline(512)
+    except OSError:
+        return None
+    if not first_line.startswith(b"#!"):
+        return None
+    words = first_line[2:].decode(errors="replace").split()
+    if not words:
+        return None
+    if os.path.basename(words[0]) == "env":
+        names = [word for word in words[1:] if not word.startswith("-") and "=" not in word]
+        if names and is_python(names[0]):
+            found = shutil.which(names[0], path=path)
+            return os.path.abspath(found) if found else None
+        return None
+    return words[0] if is_python(words[0]) else None
+
+
+class EnvironmentProbe:
+    """Collect facts and findings for ``python`` in the background.
+
+    ``start()`` returns at once; ``finish(wait_s)`` returns ``{"facts", "findings"}`` or raises
+    nothing and returns None with ``error`` set when the probe failed or was not done in time.
+    """
+
+    def __init__(self, python: str | None, *, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+        self.python = python
+        self.timeout_s = timeout_s
+        self.error: str | None = None
+        self._result: dict[str, Any] | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Launch the probe process and the thread that waits for it."""
+        package_parent = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = package_parent + (
+            os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+        )
+        args = [sys.executable, "-c", _PROBE, self.python or "", str(self.timeout_s)]
+        try:
+            self._process = subprocess.Popen(
+                [*args, str(PROBE_NICE)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,  # its own group: killable as a whole, immune to Ctrl-C
+            )
+        except OSError as error:
+            self.error = f"environment probe could not start: {error}"
+            return
+        self._thread = threading.Thread(target=self._collect, name="gpuwhy-env", daemon=True)
+        self._thread.start()
+
+    def _collect(self) -> None:
+        assert self._process is not None
+        out, err = self._process.communicate()
+        if self._process.returncode != 0:
+            lines = err.decode(errors="replace").strip().splitlines()
+            self.error = "environment probe failed: " + (lines[-1] if lines else "no output")
+            return
+        try:
+            result = json.loads(out)
+        except ValueError:
+            self.error = "environment probe wrote no JSON"
+            return
+        if isinstance(result, dict) and "facts" in result and "findings" in result:
+            self._result = result
+        else:
+            self.error = "environment probe wrote an unexpected document"
+
+    def finish(
+        self, wait_s: float = WAIT_AT_EXIT_S, *, cancel: threading.Event | None = None
+    ) -> dict[str, Any] | None:
+        """The result, waiting at most ``wait_s`` (less if ``cancel`` is set meanwhile).
+
+        An unfinished probe is killed with every process it started.
+        """
+        if self._thread is not None:
+            deadline = time.monotonic() + wait_s
+            while self._thread.is_alive() and time.monotonic() < deadline:
+                if cancel is not None and cancel.is_set():
+                    break
+                self._thread.join(min(0.05, max(0.0, deadline - time.monotonic())))
+            if self._thread.is_alive():
+                self._kill()
+                self._thread.join(1.0)
+                self.error = f"environment probe not done within {wait_s:g} s of the job's end"
+        return self._result
+
+    def cancel(self) -> None:
+        """Kill the probe and what it started, if it still runs. Idempotent."""
+        self._kill()
+
+    def _kill(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(self._process.pid, signal.SIGKILL)

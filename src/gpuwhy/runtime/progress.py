@@ -1,0 +1,91 @@
+"""Recent step progress, for the live status line: step rate and the share of time spent waiting.
+
+Fed with every record the job's hooks send (listener thread); read by the live line twice a second.
+Memory is bounded: only the spans of the last window are kept.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpuwhy.model import Record, Span, SpanKind
+
+WINDOW_NS = 10_000_000_000
+"""How far back the live rates look: long enough to smooth Keras' per-epoch rhythm."""
+
+_MAX_SPANS = 20_000  # bound on memory if a job reports thousands of steps a second
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the job's hooks reported over the recent window."""
+
+    steps_total: int
+    steps_per_s: float | None  # None until two step spans have ended
+    wait_share: float | None  # WAIT time / time covered by steps and waits; None without waits
+    phase: str | None  # phase of the newest step or phase span
+
+
+class StepMeter:
+    """Counts STEP spans and WAIT time as records pass by (thread-safe, O(1) per record).
+
+    The wait share follows the analysis (`gpuwhy.analysis.phases`): WAIT spans lie between
+    steps, so the share is WAIT time over the wall time the process's steps and waits cover;
+    several processes (data-parallel ranks) are averaged, not added.
+    """
+
+    def __init__(self, clock: Callable[[], int] = time.monotonic_ns) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        # (start_ns, end_ns, steps, pid, is_wait) of recent STEP and WAIT spans
+        self._spans: deque[tuple[int, int, int, int | None, bool]] = deque(maxlen=_MAX_SPANS)
+        self._steps_total = 0
+        self._phase: str | None = None
+
+    def observe(self, record: Record) -> None:
+        """Take note of one record; anything but a span is ignored."""
+        if not isinstance(record, Span):
+            return
+        with self._lock:
+            if record.kind is SpanKind.STEP:
+                steps = max(1, record.steps)
+                self._spans.append((record.start_ns, record.end_ns, steps, record.pid, False))
+                self._steps_total += steps
+                self._phase = record.phase
+            elif record.kind is SpanKind.WAIT:
+                self._spans.append((record.start_ns, record.end_ns, 0, record.pid, True))
+            elif self._phase is None:
+                self._phase = record.phase
+
+    def progress(self, now_ns: int | None = None) -> Progress:
+        """Rates over the last `WINDOW_NS` before ``now_ns``."""
+        now = self._clock() if now_ns is None else now_ns
+        since = now - WINDOW_NS
+        with self._lock:
+            recent = [item for item in self._spans if item[1] >= since]
+            total, phase = self._steps_total, self._phase
+        per_pid: dict[int | None, list[tuple[int, int, int, int | None, bool]]] = {}
+        for item in recent:
+            per_pid.setdefault(item[3], []).append(item)
+        rates, shares = [], []
+        for spans in per_pid.values():
+            steps = [(end, n) for _, end, n, _, is_wait in spans if not is_wait]
+            if len(steps) >= 2:
+                first_end = min(end for end, _ in steps)
+                last_end = max(end for end, _ in steps)
+                # Steps completed after the first one, over the time they took to complete.
+                counted = sum(n for end, n in steps if end > first_end)
+                if last_end > first_end:
+                    rates.append(counted * 1e9 / (last_end - first_end))
+            waited = sum(end - start for start, end, _, _, is_wait in spans if is_wait)
+            extent = max(end for _, end, *_ in spans) - min(start for start, *_ in spans)
+            if any(is_wait for *_, is_wait in spans) and extent > 0:
+                shares.append(min(1.0, waited / extent))
+        # Ranks step in lockstep: the busiest one's rate is the job's rate.
+        rate = max(rates) if rates else None
+        share = sum(shares) / len(shares) if shares else None
+        return Progress(steps_total=total, steps_per_s=rate, wait_share=share, phase=phase)

@@ -1,0 +1,92 @@
+"""A minimal summary computed straight from a recording.
+
+Used when the full analysis cannot run (or fails): the duration, each GPU's mean utilization and
+the steps the hooks reported. Streams the samples, so memory stays flat for long recordings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpuwhy.model import SpanKind
+
+if TYPE_CHECKING:
+    from gpuwhy.recording.reader import Recording
+
+
+@dataclass(frozen=True)
+class GpuSummary:
+    index: int
+    name: str
+    samples: int
+    mean_util_gpu_pct: float | None
+    peak_memory_used_bytes: int | None
+
+
+@dataclass(frozen=True)
+class BasicSummary:
+    """The few numbers any recording can give without the analysis."""
+
+    command: list[str]
+    exit_code: int | None
+    duration_s: float | None
+    gpus: list[GpuSummary]
+    steps: int
+    complete: bool
+
+
+def basic_summary(recording: Recording) -> BasicSummary:
+    """Summarise ``recording`` in one pass over its GPU samples and step spans."""
+    meta = recording.meta
+    start, end = meta.get("start_ns"), meta.get("end_ns")
+    duration = (end - start) / 1e9 if isinstance(start, int) and isinstance(end, int) else None
+    if duration is None:
+        bounds = recording.time_range()
+        duration = (bounds[1] - bounds[0]) / 1e9 if bounds else None
+    gpus = []
+    for device in recording.devices:
+        count, total, util_count, peak = 0, 0, 0, None
+        for sample in recording.gpu_samples(device=device.index):
+            count += 1
+            if sample.util_gpu_pct is not None:
+                total += sample.util_gpu_pct
+                util_count += 1
+            if sample.memory_used_bytes is not None:
+                peak = max(peak or 0, sample.memory_used_bytes)
+        mean = total / util_count if util_count else None
+        gpus.append(GpuSummary(device.index, device.name, count, mean, peak))
+    steps = sum(span.steps for span in recording.spans(kind=SpanKind.STEP))
+    command = meta.get("command")
+    return BasicSummary(
+        command=[str(part) for part in command] if isinstance(command, list) else [],
+        exit_code=meta.get("exit_code") if isinstance(meta.get("exit_code"), int) else None,
+        duration_s=duration,
+        gpus=gpus,
+        steps=steps,
+        complete=bool(recording.complete),
+    )
+
+
+def format_basic_summary(summary: BasicSummary) -> list[str]:
+    """Plain text lines (no colour): safe on any terminal or log file."""
+    lines = []
+    head = "gpuwhy summary"
+    if summary.duration_s is not None:
+        head += f": {summary.duration_s:.1f} s"
+    if summary.exit_code is not None:
+        head += f", exit code {summary.exit_code}"
+    lines.append(head)
+    if not summary.gpus:
+        lines.append("  no GPU was recorded (no NVIDIA driver or device visible to gpuwhy)")
+    for gpu in summary.gpus:
+        util = "n/a" if gpu.mean_util_gpu_pct is None else f"{gpu.mean_util_gpu_pct:.0f} %"
+        line = f"  GPU {gpu.index} {gpu.name}: mean utilization {util} over {gpu.samples} samples"
+        if gpu.peak_memory_used_bytes is not None:
+            line += f", peak memory {gpu.peak_memory_used_bytes / 2**30:.1f} GiB"
+        lines.append(line)
+    lines.append(f"  steps reported by the hooks: {summary.steps}" if summary.steps else
+                 "  no steps reported (no hooks, or the job ran no training loop)")
+    if not summary.complete:
+        lines.append("  the recording is incomplete (gpuwhy was stopped before the job ended)")
+    return lines

@@ -1,0 +1,31 @@
+"""Interval arithmetic the phase shares rest on."""
+
+from __future__ import annotations
+
+from gpuwhy.analysis.intervals import IntervalSet, clip, intersection_ns, total_ns, union
+
+
+def test_union_merges_overlapping_and_touching_and_drops_empty() -> None:
+    assert union([(5, 8), (0, 2), (2, 3), (7, 10), (4, 4)]) == [(0, 3), (5, 10)]
+
+
+def test_total_clip_and_intersection() -> None:
+    spans = union([(0, 10), (20, 30)])
+    assert total_ns(spans) == 20
+    assert clip(spans, 5, 25) == [(5, 10), (20, 25)]
+    assert intersection_ns(spans, [(8, 22), (29, 40)]) == 2 + 2 + 1
+
+
+def test_interval_set_membership_is_half_open() -> None:
+    window = IntervalSet([(10, 20), (30, 40)])
+    assert 10 in window and 19 in window
+    assert 20 not in window and 25 not in window and 9 not in window
+    assert window.total_ns == 20
+    assert not IntervalSet([])
+
+
+def test_interval_set_clip_matches_the_linear_clip() -> None:
+    spans = [(0, 10), (20, 30), (40, 50)]
+    window = IntervalSet(spans)
+    for start, end in [(5, 45), (10, 20), (-5, 100), (25, 26), (50, 60), (12, 18)]:
+        assert window.clip(start, end) == clip(spans, start, end)

@@ -1,0 +1,199 @@
+"""Every runtime rule on CONSTRUCTED recordings (see constructed.py): GPU samples written by hand
+through the real RecordingWriter, read back through the real reader, diagnosed end to end.
+
+These stand in for real GPU recordings until a GPU machine captures them (tests/data/recordings/).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from constructed import GPU_OK_ENV, H100, NO_GPU_ENV, Run, device
+
+from gpuwhy.analysis import Diagnosis, diagnose
+from gpuwhy.model import Severity
+
+GiB = 2**30
+
+
+def _diagnose(run: Run) -> Diagnosis:
+    with run.close() as recording:
+        return diagnose(recording)
+
+
+def _codes(diagnosis: Diagnosis) -> list[str]:
+    return [f.code for f in diagnosis.findings]
+
+
+def _train(run: Run, *, wait_s: float = 0.0, step_s: float = 0.05, start: float = 1.0,
+           count: int = 100, **kwargs: float) -> float:
+    end = run.steps("train", start, count, step_s, wait_s=wait_s, **kwargs)  # type: ignore[arg-type]
+    run.phase("train", start, end)
+    return end
+
+
+def test_input_starved_gpu_is_input_bound_with_the_tfdata_fix(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=12, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(run, wait_s=0.06, step_s=0.04)  # 1 .. 11 s, 60 % waiting
+    run.gpu(0, 0, 1, util_gpu_pct=0, job_memory_bytes=GiB)
+    run.gpu(0, 1, end, util_gpu_pct=35, job_memory_bytes=4 * GiB)
+    run.gpu(0, end, 12, util_gpu_pct=0, job_memory_bytes=GiB)
+    run.event(0.5, "hook", "keras integration", framework="keras", backend="tensorflow")
+    diagnosis = _diagnose(run)
+    top = diagnosis.findings[0]
+    assert top.code == "INPUT_BOUND" and top.severity is Severity.WARNING
+    assert top.evidence["data_wait_fraction"] == pytest.approx(0.6)
+    assert top.speedup == pytest.approx(12 / (12 - 6), rel=1e-3)
+    assert "num_parallel_calls=tf.data.AUTOTUNE" in top.fix
+    assert diagnosis.framework == "keras-tensorflow"
+    assert "HOST_BOUND" not in _codes(diagnosis)  # the GPU waits for data, not for the host
+
+
+def test_gpu_busy_in_validation_idle_in_training(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=12, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(run, wait_s=0.07, step_s=0.03, start=1.0)  # 1 .. 11
+    run.phase("validation", end, 12)
+    run.steps("validation", end, 10, 0.1)
+    run.gpu(0, 1, end, util_gpu_pct=12, job_memory_bytes=GiB)
+    run.gpu(0, end, 12, util_gpu_pct=92, job_memory_bytes=GiB)
+    diagnosis = _diagnose(run)
+    gap = next(f for f in diagnosis.findings if f.code == "PHASE_GPU_GAP")
+    assert gap.evidence["busy_phase"] == "validation" and gap.evidence["idle_phase"] == "train"
+    assert "waits for input" in gap.title
+    assert _codes(diagnosis)[0] in ("INPUT_BOUND", "PHASE_GPU_GAP")
+
+
+def test_host_bound_when_gpu_idles_without_data_wait(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(run, step_s=0.08)
+    run.gpu(0, 1, end, util_gpu_pct=30, job_memory_bytes=GiB)
+    run.event(0.1, "hook", "torch DataLoader", framework="torch")
+    diagnosis = _diagnose(run)
+    assert _codes(diagnosis) == ["HOST_BOUND"]
+    finding = diagnosis.findings[0]
+    assert "torch.compile" in finding.fix
+    # 8 s of training at 30 % busy, shortened to 80 % busy: 8 * 0.3/0.8 = 3 s, saves 5 s of 10.
+    assert finding.speedup == pytest.approx(2.0, rel=1e-3)
+
+
+def test_sync_events_every_step_make_it_sync_bound(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(run, step_s=0.08)
+    run.gpu(0, 1, end, util_gpu_pct=30, job_memory_bytes=GiB)
+    run.event(5, "sync", ".item() per step", phase="train", count=100)
+    run.event(0.1, "hook", "torch", framework="torch")
+    diagnosis = _diagnose(run)
+    assert _codes(diagnosis) == ["SYNC_BOUND"]
+    assert ".item()" in diagnosis.findings[0].fix
+
+
+def test_model_left_on_cpu_is_not_on_gpu(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(run, step_s=0.08)
+    run.gpu(0, 0, 10, util_gpu_pct=0, job_memory_bytes=0)
+    run.event(0.1, "hook", "torch", framework="torch")
+    diagnosis = _diagnose(run)
+    assert _codes(diagnosis)[0] == "NOT_ON_GPU"
+    assert diagnosis.findings[0].severity is Severity.ERROR
+    assert "model.to(device)" in diagnosis.findings[0].fix
+    assert end < 10
+
+
+def test_not_on_gpu_defers_to_an_environment_error(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=10, devices=[H100], environment=NO_GPU_ENV)
+    _train(run, step_s=0.08)
+    run.gpu(0, 0, 10, util_gpu_pct=0, job_memory_bytes=0)
+    diagnosis = _diagnose(run)
+    assert "NOT_ON_GPU" not in _codes(diagnosis)
+    assert [f.code for f in diagnosis.environment_findings] == ["NO_DRIVER"]
+
+
+def test_idle_gpus_and_imbalance_on_a_multi_gpu_machine(tmp_path: Path) -> None:
+    devices = [device(i) for i in range(4)]
+    run = Run(tmp_path / "r.db", duration_s=10, devices=devices, environment=GPU_OK_ENV)
+    end = _train(run, step_s=0.08)
+    run.gpu(0, 1, end, util_gpu_pct=90, job_memory_bytes=GiB)
+    run.gpu(1, 1, end, util_gpu_pct=45, job_memory_bytes=GiB)
+    run.gpu(2, 1, end, util_gpu_pct=0, job_memory_bytes=0)
+    run.gpu(3, 1, end, util_gpu_pct=0, job_memory_bytes=0)
+    diagnosis = _diagnose(run)
+    idle = next(f for f in diagnosis.findings if f.code == "IDLE_GPUS")
+    assert idle.evidence["idle_gpus"] == [2, 3] and idle.evidence["used_gpus"] == [0, 1]
+    imbalance = next(f for f in diagnosis.findings if f.code == "GPU_IMBALANCE")
+    assert imbalance.evidence["spread_fraction"] == pytest.approx(0.5)
+    assert "upper bound" in (idle.speedup_method or "")
+
+
+def test_transfer_bound_is_judged_against_the_links_own_bandwidth(tmp_path: Path) -> None:
+    gen3 = device(0, pcie_gen_max=3, pcie_width_max=16)  # 15.75 GB/s per direction
+    run = Run(tmp_path / "r.db", duration_s=10, devices=[gen3], environment=GPU_OK_ENV)
+    end = _train(run, step_s=0.08)
+    run.gpu(0, 1, end, util_gpu_pct=40, job_memory_bytes=GiB, pcie_rx_kbps=6_300_000)
+    diagnosis = _diagnose(run)
+    transfer = next(f for f in diagnosis.findings if f.code == "TRANSFER_BOUND")
+    assert transfer.evidence["link"] == "gen3 x16"
+    assert transfer.evidence["link_busy_fraction"] == pytest.approx(0.4, abs=0.01)
+    # The same traffic on the gen5 x16 link of an H100 is 10 %: no finding.
+    run5 = Run(tmp_path / "r5.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(run5, step_s=0.08)
+    run5.gpu(0, 1, end, util_gpu_pct=40, job_memory_bytes=GiB, pcie_rx_kbps=6_300_000)
+    assert "TRANSFER_BOUND" not in _codes(_diagnose(run5))
+
+
+def test_throttling_reasons_exclude_gpu_idle(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(run, step_s=0.08)
+    run.gpu(0, 1, end, util_gpu_pct=95, job_memory_bytes=GiB, sm_clock_mhz=1386,
+            clock_event_reasons=0x40)  # HwThermalSlowdown
+    throttled = next(f for f in _diagnose(run).findings if f.code == "THROTTLED")
+    assert throttled.severity is Severity.WARNING
+    assert throttled.evidence["clock_drop_fraction"] == pytest.approx(0.3)
+    idle = Run(tmp_path / "i.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(idle, step_s=0.08)
+    idle.gpu(0, 1, end, util_gpu_pct=95, job_memory_bytes=GiB, sm_clock_mhz=900,
+             clock_event_reasons=0x1)  # GpuIdle only
+    assert "THROTTLED" not in _codes(_diagnose(idle))
+
+
+def test_memory_pressure_for_torch_but_not_for_tensorflow(tmp_path: Path) -> None:
+    for framework, expected in (("torch", True), ("tensorflow", False)):
+        run = Run(tmp_path / f"{framework}.db", duration_s=10, devices=[H100],
+                  environment=GPU_OK_ENV)
+        end = _train(run, step_s=0.08)
+        run.gpu(0, 1, end, util_gpu_pct=95, memory_used_bytes=78 * GiB, job_memory_bytes=GiB)
+        run.event(0.1, "hook", framework, framework=framework)
+        assert ("MEMORY_PRESSURE" in _codes(_diagnose(run))) is expected
+
+
+def test_saturated_gpu_is_healthy_with_efficiency_hints_only(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(run, step_s=0.08)
+    run.gpu(0, 1, end, util_gpu_pct=97, job_memory_bytes=GiB, sm_active_permille=400)
+    run.util(0, 1, end, 98)
+    run.event(0.1, "hook", "torch", framework="torch")
+    diagnosis = _diagnose(run)
+    assert _codes(diagnosis) == ["GPU_BOUND"]
+    finding = diagnosis.findings[0]
+    assert finding.severity is Severity.INFO and finding.speedup is None
+    assert "larger batch" in finding.fix  # SM activity 0.4 < 0.5 (DCGM)
+    assert diagnosis.phases["train"].gpu_util_pct == {0: pytest.approx(98.0)}  # driver buffer
+
+
+def test_buffered_driver_samples_win_over_the_polled_counter(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(run, step_s=0.08)
+    run.gpu(0, 1, end, util_gpu_pct=90, job_memory_bytes=GiB, every_s=1.0)  # smoothed
+    run.util(0, 1, end, 30)  # the finer driver samples see the GPU mostly idle
+    diagnosis = _diagnose(run)
+    assert diagnosis.phases["train"].gpu_util_pct == {0: pytest.approx(30.0)}
+    assert "HOST_BOUND" in _codes(diagnosis)
+
+
+def test_gpu_rules_stay_quiet_without_gpu_samples(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=10, environment=NO_GPU_ENV)
+    _train(run, step_s=0.08)
+    run.phase("validation", 9.5, 9.9)
+    diagnosis = _diagnose(run)
+    assert diagnosis.findings == []
+    assert diagnosis.phases["train"].gpu_util_pct is None

@@ -1,0 +1,145 @@
+"""gpuwhy.phase / step / wait / iterate, with a clock the test moves by hand."""
+
+from __future__ import annotations
+
+import itertools
+
+from hookspans import Collected, FakeClock, durations_ms
+
+import gpuwhy
+from gpuwhy.hooks import api, tracker
+from gpuwhy.model import SpanKind
+
+
+def test_phases_nest_without_overlap(collected: Collected, clock: FakeClock) -> None:
+    with gpuwhy.phase("train"):
+        clock.advance_ms(10)
+        with gpuwhy.phase("validation"):
+            clock.advance_ms(3)
+        clock.advance_ms(5)
+    phases = collected.spans(SpanKind.PHASE)
+    assert [(p.phase, round((p.end_ns - p.start_ns) / 1e6)) for p in phases] == [
+        ("train", 10), ("validation", 3), ("train", 5)]
+    for earlier, later in itertools.pairwise(phases):
+        assert earlier.end_ns <= later.start_ns
+
+
+def test_phase_is_also_a_decorator(collected: Collected, clock: FakeClock) -> None:
+    @gpuwhy.phase("evaluate")
+    def evaluate() -> int:
+        clock.advance_ms(4)
+        return 3
+
+    assert evaluate() == 3
+    assert durations_ms(collected.spans(SpanKind.PHASE, "evaluate")) == [4]
+
+
+def test_plain_step_calls_close_the_previous_step(collected: Collected, clock: FakeClock) -> None:
+    with gpuwhy.phase("train"):
+        for ms in (5, 7, 9):
+            gpuwhy.step()
+            clock.advance_ms(ms)
+    steps = collected.spans(SpanKind.STEP, "train")
+    assert [(s.step, s.steps) for s in steps] == [(0, 1), (1, 1), (2, 1)]
+    assert durations_ms(steps) == [5, 7, 9]  # the last ends with its phase
+
+
+def test_with_step_spans_exactly_its_block(collected: Collected, clock: FakeClock) -> None:
+    with gpuwhy.phase("train"):
+        for _ in range(2):
+            clock.advance_ms(1)  # loop overhead outside the steps
+            with gpuwhy.step():
+                clock.advance_ms(4)
+    assert durations_ms(collected.spans(SpanKind.STEP, "train")) == [4, 4]
+
+
+def test_step_indices_continue_across_segments_of_a_phase(collected: Collected,
+                                                         clock: FakeClock) -> None:
+    for _ in range(2):
+        with gpuwhy.phase("finetune"):
+            for _ in range(3):
+                with gpuwhy.step():
+                    clock.advance_ms(1)
+    indices = [s.step for s in collected.spans(SpanKind.STEP, "finetune")]
+    assert indices == sorted(set(indices)) and len(indices) == 6
+
+
+def test_a_step_without_a_phase_is_in_an_implicit_train_phase(collected: Collected,
+                                                             clock: FakeClock) -> None:
+    for _ in range(3):
+        with gpuwhy.step():
+            clock.advance_ms(2)
+        clock.advance_ms(1)
+    tracker.finalize(clock())  # what interpreter exit does
+    assert durations_ms(collected.spans(SpanKind.STEP, "train")) == [2, 2, 2]
+    assert durations_ms(collected.spans(SpanKind.PHASE, "train")) == [8]  # to the last step
+
+
+def test_wait_marks_input_wait_of_the_open_step(collected: Collected, clock: FakeClock) -> None:
+    with gpuwhy.phase("train"):
+        for _ in range(2):
+            gpuwhy.step()
+            with gpuwhy.wait():
+                clock.advance_ms(3)
+            clock.advance_ms(5)
+    waits = collected.spans(SpanKind.WAIT, "train")
+    steps = collected.spans(SpanKind.STEP, "train")
+    assert durations_ms(waits) == [3, 3] and durations_ms(steps) == [8, 8]
+    assert [w.step for w in waits] == [s.step for s in steps]
+
+
+def test_wait_before_the_step_belongs_to_that_step(collected: Collected,
+                                                   clock: FakeClock) -> None:
+    with gpuwhy.phase("train"):
+        for _ in range(2):
+            with gpuwhy.wait():
+                clock.advance_ms(2)
+            with gpuwhy.step():
+                clock.advance_ms(6)
+    steps = collected.spans(SpanKind.STEP, "train")
+    waits = collected.spans(SpanKind.WAIT, "train")
+    assert durations_ms(steps) == [8, 8]  # a step covers its own input wait
+    assert [w.step for w in waits] == [s.step for s in steps]
+
+
+def test_iterate_times_each_pull_and_defines_steps(collected: Collected,
+                                                   clock: FakeClock) -> None:
+    def batches():  # type: ignore[no-untyped-def]
+        for value in range(3):
+            clock.advance_ms(4)  # producing a batch
+            yield value
+
+    with gpuwhy.phase("train"):
+        seen = []
+        for batch in gpuwhy.iterate(batches()):
+            seen.append(batch)
+            clock.advance_ms(10)  # training on it
+    assert seen == [0, 1, 2]
+    assert durations_ms(collected.spans(SpanKind.WAIT, "train")) == [4, 4, 4]
+    assert durations_ms(collected.spans(SpanKind.STEP, "train")) == [14, 14, 14]
+
+
+def test_iterate_left_early_ends_its_last_step_there(collected: Collected,
+                                                     clock: FakeClock) -> None:
+    with gpuwhy.phase("train"):
+        for batch in gpuwhy.iterate(range(10)):
+            clock.advance_ms(3)
+            if batch == 1:
+                break
+        clock.advance_ms(50)  # after the loop: not a step
+    assert durations_ms(collected.spans(SpanKind.STEP, "train")) == [3, 3]
+
+
+def test_nothing_is_kept_without_a_sink(clock: FakeClock) -> None:
+    from gpuwhy.hooks import emitter
+
+    emitter.configure(None)
+    before = emitter.stats()["emitted"]
+    with gpuwhy.phase("train"):
+        gpuwhy.step()
+    emitter.flush()
+    assert emitter.stats()["emitted"] == before and emitter.stats()["pending"] == 0
+
+
+def test_public_names_are_exported_lazily() -> None:
+    assert gpuwhy.phase is api.phase and gpuwhy.step is api.step and gpuwhy.wait is api.wait

@@ -1,0 +1,221 @@
+"""Keras 3 on TensorFlow with the auto-instrumentation: real training, real tf.data."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+from hookspans import Collected
+
+from gpuwhy.hooks import tracker
+from gpuwhy.model import SpanKind
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+if keras.config.backend() != "tensorflow":  # pragma: no cover - other backends: subprocess tests
+    pytest.skip("Keras runs on another backend in this process", allow_module_level=True)
+
+BATCH = 16
+
+
+def data(batches: int, *, sleep_s: float = 0.0, seed: int = 0, serial: bool = False) -> Any:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(batches * BATCH, 4)).astype("float32")
+    y = (x.sum(axis=1, keepdims=True) > 0).astype("float32")
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+    if sleep_s:
+        def slow(a: Any, b: Any) -> Any:
+            def nap(v: Any) -> Any:
+                time.sleep(sleep_s)
+                return v
+
+            a2 = tf.py_function(nap, [a], tf.float32)
+            a2.set_shape(a.shape)
+            return a2, b
+
+        ds = ds.map(slow)
+    if serial:  # no prefetching by tf.data: every pull pays the map
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        ds = ds.with_options(options)
+    return ds
+
+
+def model(steps_per_execution: int = 1) -> Any:
+    keras.utils.set_random_seed(0)
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
+                          keras.layers.Dense(1, activation="sigmoid")])
+    m.compile("adam", "binary_crossentropy", steps_per_execution=steps_per_execution)
+    return m
+
+
+def counts(collected: Collected) -> dict[str, tuple[int, int, int]]:
+    """phase -> (STEP spans, steps they cover, WAIT spans)."""
+    out = {}
+    for phase in ("train", "validation", "evaluate", "predict"):
+        steps = collected.spans(SpanKind.STEP, phase)
+        waits = collected.spans(SpanKind.WAIT, phase)
+        out[phase] = (len(steps), sum(s.steps for s in steps), len(waits))
+    return out
+
+
+def test_fit_evaluate_predict_emit_their_phases_and_steps(hooks: Collected) -> None:
+    m = model()
+    m.fit(data(5), epochs=2, validation_data=data(2, seed=1), verbose=0, shuffle=False)
+    m.evaluate(data(3), verbose=0)
+    m.predict(data(2), verbose=0)
+    assert counts(hooks) == {"train": (10, 10, 10), "validation": (4, 4, 4),
+                             "evaluate": (3, 3, 3), "predict": (2, 2, 2)}
+    names = [p.phase for p in hooks.spans(SpanKind.PHASE)]
+    assert names == ["train", "validation", "train", "validation", "train", "evaluate",
+                     "predict"]
+    phases = hooks.spans(SpanKind.PHASE)
+    for earlier, later in itertools.pairwise(phases):
+        assert earlier.end_ns <= later.start_ns  # phases of a thread never overlap
+    for span in hooks.spans(SpanKind.STEP):  # every step lies inside a phase of its name
+        assert any(p.phase == span.phase and p.start_ns <= span.start_ns
+                   and span.end_ns <= p.end_ns for p in phases)
+    train = hooks.spans(SpanKind.STEP, "train")
+    first = train[0].step or 0  # indices are per process and phase name: they continue
+    assert [s.step for s in train] == list(range(first, first + 10))
+    assert not hooks.events("hook")  # no hook failed
+
+
+def test_each_wait_lies_inside_its_step(hooks: Collected) -> None:
+    model().fit(data(4, sleep_s=0.02, serial=True), epochs=1, verbose=0, shuffle=False)
+    steps = {s.step: s for s in hooks.spans(SpanKind.STEP, "train")}
+    waits = hooks.spans(SpanKind.WAIT, "train")
+    assert len(waits) == len(steps) == 4
+    for wait in waits:
+        step = steps[wait.step]
+        assert step.start_ns <= wait.start_ns <= wait.end_ns <= step.end_ns
+        assert wait.end_ns - wait.start_ns >= 15e6  # each batch slept 20 ms before delivery
+
+
+def test_steps_per_execution_spans_cover_the_steps_really_run(hooks: Collected) -> None:
+    model(steps_per_execution=4).fit(data(10), epochs=2, verbose=0, shuffle=False)
+    train = hooks.spans(SpanKind.STEP, "train")
+    assert [s.steps for s in train] == [4, 4, 2, 4, 4, 2]  # Keras says 4 for the last: it ran 2
+    assert [w.steps for w in hooks.spans(SpanKind.WAIT, "train")] == [4, 4, 2, 4, 4, 2]
+    starts = [s.step for s in train]
+    assert starts == sorted(set(starts))
+
+
+def test_a_callback_the_user_added_is_not_added_twice(hooks: Collected) -> None:
+    import gpuwhy
+
+    m = model()
+    callback = gpuwhy.KerasCallback()
+    m.fit(data(3), epochs=1, validation_data=data(1), callbacks=[callback], verbose=0,
+          shuffle=False)
+    assert counts(hooks)["train"] == (3, 3, 3) and counts(hooks)["validation"] == (1, 1, 1)
+    assert len(hooks.spans(SpanKind.PHASE, "train")) == 2
+
+
+def test_without_auto_instrumentation_the_callback_alone_records_phases(
+        collected: Collected) -> None:
+    import gpuwhy
+
+    model().fit(data(3), epochs=1, callbacks=[gpuwhy.KerasCallback()], verbose=0,
+                shuffle=False)
+    assert len(collected.spans(SpanKind.STEP, "train")) == 3
+
+
+def test_training_results_are_the_same_with_and_without_hooks(collected: Collected) -> None:
+    from gpuwhy.hooks import auto
+
+    def train() -> tuple[list[float], list[Any]]:
+        m = model(steps_per_execution=2)
+        history = m.fit(data(6), epochs=2, validation_data=data(2, seed=1), verbose=0,
+                        shuffle=False)
+        predictions = m.predict(data(2, seed=2), verbose=0)
+        return history.history["loss"] + history.history["val_loss"], [*m.get_weights(),
+                                                                      predictions]
+
+    plain_losses, plain_arrays = train()
+    auto.install({})
+    try:
+        hooked_losses, hooked_arrays = train()
+    finally:
+        auto.uninstall()
+    assert len(collected.spans(SpanKind.WAIT, "train")) == 6  # it really was instrumented
+    assert hooked_losses == plain_losses
+    for plain, hooked in zip(plain_arrays, hooked_arrays, strict=True):
+        np.testing.assert_array_equal(plain, hooked)
+
+
+def test_a_failing_sink_does_not_touch_training(hooks: Collected) -> None:
+    from gpuwhy.hooks import emitter
+
+    def broken(batch: object) -> None:
+        raise OSError("socket gone")
+
+    emitter.configure(broken)
+    history = model().fit(data(3), epochs=2, verbose=0, shuffle=False)
+    emitter.flush()
+    assert len(history.history["loss"]) == 2
+
+
+def test_a_failing_hook_is_reported_once_and_training_goes_on(
+        hooks: Collected, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> int:
+        raise ValueError("bug in a hook")
+
+    monkeypatch.setattr(tracker, "begin_step", broken)
+    history = model().fit(data(3), epochs=2, verbose=0, shuffle=False)
+    assert len(history.history["loss"]) == 2
+    failures = [e for e in hooks.events("hook") if "bug in a hook" in e.message]
+    assert len(failures) == 1
+
+
+def test_a_distributed_dataset_has_unknown_wait_not_zero(hooks: Collected) -> None:
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        m = model()
+    m.fit(data(3), epochs=1, verbose=0, shuffle=False)
+    assert len(hooks.spans(SpanKind.STEP, "train")) == 3
+    assert hooks.spans(SpanKind.WAIT, "train") == []
+    unknown = hooks.events("data_wait_unavailable")
+    assert [e.data["phase"] for e in unknown] == ["train"]
+
+
+def test_tf_keras_is_the_same_keras(hooks: Collected) -> None:
+    keras_model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+    keras_model.compile("sgd", "mse")
+    keras_model.fit(data(2), epochs=1, verbose=0, shuffle=False)
+    assert len(hooks.spans(SpanKind.STEP, "train")) == 2
+
+
+def test_a_custom_loop_over_tf_data_gets_steps_and_waits(hooks: Collected) -> None:
+    m = model()
+    optimizer = keras.optimizers.SGD(0.01)
+    loss_fn = keras.losses.BinaryCrossentropy()
+
+    @tf.function
+    def train_step(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, m(x, training=True))
+        grads = tape.gradient(loss, m.trainable_variables)
+        optimizer.apply_gradients(zip(grads, m.trainable_variables, strict=True))
+        return loss
+
+    for x, y in data(4, sleep_s=0.02, serial=True):
+        train_step(x, y)
+    steps = hooks.spans(SpanKind.STEP, "train")
+    waits = hooks.spans(SpanKind.WAIT, "train")
+    assert len(steps) == len(waits) == 4
+    assert all(w.end_ns - w.start_ns >= 15e6 for w in waits)
+    assert [w.step for w in waits] == [s.step for s in steps]
+
+
+def test_predict_on_arrays_is_not_stamped_and_says_so(hooks: Collected) -> None:
+    m = model()
+    x = np.zeros((32, 4), dtype="float32")
+    for _ in range(3):  # predict in a loop pays no per-call set-up
+        m.predict(x, batch_size=16, verbose=0)
+    assert len(hooks.spans(SpanKind.STEP, "predict")) == 6
+    assert hooks.spans(SpanKind.WAIT, "predict") == []
+    assert [e.data["phase"] for e in hooks.events("data_wait_unavailable")] == ["predict"]

@@ -1,0 +1,85 @@
+"""What one hook call costs the training thread (a microbenchmark; numbers in docs/hooks.md).
+
+Bounds are loose on purpose — they catch a hook that starts formatting, locking or syncing, not
+the last nanosecond; the measured values are printed (`pytest -s`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from hookspans import Collected
+
+from gpuwhy.hooks import emitter
+
+
+def best_ns_per_call(body: Callable[[int], None], calls: int, repeats: int = 5) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter_ns()
+        body(calls)
+        best = min(best, (time.perf_counter_ns() - started) / calls)
+        emitter.flush()
+    return best
+
+
+def test_emit_is_an_append(collected: Collected) -> None:
+    record = (1, "train", 0, 1, 1, 1, 0, None, 0)
+
+    def body(n: int) -> None:
+        for _ in range(n):
+            emitter.emit(record)
+
+    ns = best_ns_per_call(body, 100_000)
+    print(f"\nemit: {ns:.0f} ns per record")
+    assert ns < 2_000
+
+
+def test_keras_batch_hooks_cost_microseconds(collected: Collected) -> None:
+    pytest.importorskip("keras")
+    from gpuwhy.hooks import keras_hooks
+
+    callback = keras_hooks.callback_class()()
+    callback.on_train_begin()
+
+    def body(n: int) -> None:
+        for batch in range(n):
+            callback.on_train_batch_begin(batch)
+            callback.on_train_batch_end(batch)
+
+    ns = best_ns_per_call(body, 20_000)
+    callback.on_train_end()
+    print(f"\nKeras batch begin + end: {ns:.0f} ns per batch")
+    assert ns < 50_000
+
+
+def test_the_tf_data_probe_costs_tens_of_microseconds_per_batch() -> None:
+    tf = pytest.importorskip("tensorflow")
+    from gpuwhy.hooks import tfdata_wait
+
+    batches = 2000
+    data = tf.data.Dataset.from_tensor_slices(tf.zeros([batches, 8])).cache()
+    wrapped, reason = tfdata_wait.wrap(data)
+    assert reason is None
+
+    @tf.function
+    def consume(dataset: object) -> object:  # the consumer runs in-graph, as in Keras
+        total = tf.constant(0.0)
+        for element in dataset:  # type: ignore[attr-defined]
+            total += element[0]
+        return total
+
+    def per_batch_us(dataset: object) -> float:
+        consume(dataset)
+        best = float("inf")
+        for _ in range(5):
+            started = time.perf_counter()
+            consume(dataset)
+            best = min(best, (time.perf_counter() - started) / batches * 1e6)
+        return best
+
+    plain, probed = per_batch_us(data), per_batch_us(wrapped)
+    print(f"\ntf.data probe: {probed - plain:.1f} us per batch ({plain:.1f} -> {probed:.1f})")
+    assert probed - plain < 500

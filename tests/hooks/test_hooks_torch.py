@@ -1,0 +1,111 @@
+"""PyTorch with the auto-instrumentation: real DataLoader training on the CPU."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import pytest
+from hookspans import Collected
+
+import gpuwhy
+from gpuwhy.model import SpanKind
+
+torch = pytest.importorskip("torch")
+
+
+class SlowData(torch.utils.data.Dataset):  # type: ignore[misc]
+    """16 samples; each costs `sleep_s` to load."""
+
+    def __init__(self, sleep_s: float = 0.0) -> None:
+        generator = torch.Generator().manual_seed(0)
+        self.x = torch.randn(16, 4, generator=generator)
+        self.y = torch.randn(16, 1, generator=generator)
+        self.sleep_s = sleep_s
+
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, i: int) -> tuple[Any, Any]:
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        return self.x[i], self.y[i]
+
+
+def train(loader: Any, epochs: int = 1) -> tuple[list[float], Any]:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    losses = []
+    for _ in range(epochs):
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(net(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return losses, [p.detach().clone() for p in net.parameters()]
+
+
+def test_a_dataloader_loop_gets_one_step_and_one_wait_per_batch(hooks: Collected) -> None:
+    loader = torch.utils.data.DataLoader(SlowData(sleep_s=0.005), batch_size=4)
+    train(loader, epochs=2)
+    steps = hooks.spans(SpanKind.STEP, "train")
+    waits = hooks.spans(SpanKind.WAIT, "train")
+    assert len(steps) == len(waits) == 8
+    first = steps[0].step or 0  # indices are per process and phase name: they continue
+    assert [w.step for w in waits] == [s.step for s in steps] == list(range(first, first + 8))
+    assert all(w.end_ns - w.start_ns >= 15e6 for w in waits)  # 4 samples x 5 ms each
+    for wait, step in zip(waits, steps, strict=True):
+        assert step.start_ns <= wait.start_ns <= wait.end_ns <= step.end_ns
+    assert len(hooks.spans(SpanKind.PHASE, "train")) == 2  # an implicit phase per epoch loop
+
+
+def test_results_are_the_same_with_and_without_hooks(collected: Collected) -> None:
+    from gpuwhy.hooks import auto
+
+    plain = train(torch.utils.data.DataLoader(SlowData(), batch_size=4), epochs=2)
+    auto.install({})
+    try:
+        hooked = train(torch.utils.data.DataLoader(SlowData(), batch_size=4), epochs=2)
+    finally:
+        auto.uninstall()
+    assert len(collected.spans(SpanKind.STEP)) == 8
+    assert hooked[0] == plain[0]
+    for a, b in zip(plain[1], hooked[1], strict=True):
+        assert torch.equal(a, b)
+
+
+def test_optimizer_steps_define_steps_without_a_dataloader(hooks: Collected) -> None:
+    data = SlowData()
+    batches = [(data.x[i:i + 4], data.y[i:i + 4]) for i in range(0, 16, 4)]
+    train(batches, epochs=1)
+    steps = hooks.spans(SpanKind.STEP, "train")
+    # Four optimizer steps bound three whole steps: nothing marks where the first began, and
+    # the one after the last never ends (it is dropped, not stretched to the exit).
+    assert len(steps) == 3
+    assert hooks.spans(SpanKind.WAIT) == []
+
+
+def test_worker_processes_fork_safely(hooks: Collected) -> None:
+    loader = torch.utils.data.DataLoader(SlowData(sleep_s=0.002), batch_size=4, num_workers=2,
+                                         multiprocessing_context="fork")
+    losses, _ = train(loader, epochs=2)
+    assert len(losses) == 8
+    steps = hooks.spans(SpanKind.STEP, "train")
+    assert len(steps) == 8 and len(hooks.spans(SpanKind.WAIT, "train")) == 8
+    assert {s.pid for s in steps} == {os.getpid()}
+
+
+def test_manual_steps_take_over_and_waits_still_count(hooks: Collected) -> None:
+    loader = torch.utils.data.DataLoader(SlowData(sleep_s=0.002), batch_size=8)
+    with gpuwhy.phase("finetune"):
+        for _ in loader:
+            with gpuwhy.step():
+                time.sleep(0.003)
+    steps = hooks.spans(SpanKind.STEP, "finetune")
+    waits = hooks.spans(SpanKind.WAIT, "finetune")
+    assert len(steps) == len(waits) == 2
+    assert [w.step for w in waits] == [s.step for s in steps]
+    assert hooks.spans(SpanKind.STEP, "train") == []

@@ -1,0 +1,8 @@
+"""Report tests build CONSTRUCTED recordings with the analysis tests' builder."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))

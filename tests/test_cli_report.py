@@ -1,0 +1,157 @@
+"""`gpuwhy report REC [--json]` end to end on recordings made by a real `gpuwhy run`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from gpuwhy.recording.reader import Recording
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+SCHEMA = SRC / "gpuwhy" / "schemas" / "report.schema.json"
+PY = sys.executable
+
+
+def _job_python() -> str:
+    """The bare test environment where it exists: its probe by `run` answers fastest."""
+    root = os.environ.get("GPUWHY_TEST_ENVS")
+    if root and Path(root, "bare", ".done").exists():
+        return str(Path(root, "bare", "bin", "python"))
+    return sys.executable
+
+
+JOB_PY = _job_python()
+
+
+def gpuwhy(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    return subprocess.run(
+        [PY, "-m", "gpuwhy", *args], cwd=cwd, env=env, capture_output=True, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("rec")
+    path = folder / "r.gpuwhy.db"
+    code = "import time; time.sleep(0.5)"
+    result = gpuwhy(["run", "--quiet", "--record", str(path), "--", JOB_PY, "-c", code], folder)
+    assert result.returncode == 0, result.stderr
+    return path
+
+
+def test_report_on_a_recording(recording: Path, tmp_path: Path) -> None:
+    result = gpuwhy(["report", str(recording)], tmp_path)
+    assert result.returncode in (0, 1), result.stderr
+    assert result.stdout.strip()
+    assert b"Traceback" not in result.stderr
+
+
+def test_json_report_follows_the_schema(recording: Path, tmp_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    result = gpuwhy(["report", str(recording), "--json"], tmp_path)
+    assert result.returncode in (0, 1), result.stderr
+    document = json.loads(result.stdout)
+    jsonschema.validate(document, json.loads(SCHEMA.read_text()))
+
+
+def _one_line_exit_2(result: subprocess.CompletedProcess[bytes], fragment: str) -> None:
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    assert stderr.count("\n") == 1 and stderr.startswith("gpuwhy: ") and fragment in stderr
+    assert result.stdout == b""
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    _one_line_exit_2(gpuwhy(["report", str(tmp_path / "nope.gpuwhy.db")], tmp_path), "no recording")
+
+
+def test_truncated_file(recording: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "cut.gpuwhy.db"
+    data = recording.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    _one_line_exit_2(gpuwhy(["report", str(cut)], tmp_path), "truncated")
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_foreign_files(tmp_path: Path, json_flag: list[str]) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n" * 100)
+    _one_line_exit_2(gpuwhy(["report", str(text), *json_flag], tmp_path), "not a gpuwhy recording")
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE t (x)")
+    db.close()
+    _one_line_exit_2(gpuwhy(["report", str(other), *json_flag], tmp_path), "not a gpuwhy recording")
+
+
+def test_report_on_a_run_whose_gpuwhy_was_killed(tmp_path: Path) -> None:
+    # kill -9 of gpuwhy itself: the recording stays readable up to the last commit (≤ 1 s).
+    path, socket_file = tmp_path / "killed.gpuwhy.db", tmp_path / "socket"
+    code = (
+        "import os, sys, time\n"
+        "open(sys.argv[1], 'w').write(os.environ['GPUWHY_SOCKET'])\n"
+        "time.sleep(30)\n"
+    )
+    process = subprocess.Popen(
+        [PY, "-m", "gpuwhy", "run", "--quiet", "--record", str(path), "--",
+         JOB_PY, "-c", code, str(socket_file)],
+        env=dict(os.environ, PYTHONPATH=str(SRC)),
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while not socket_file.exists() or not socket_file.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    time.sleep(1.5)  # past the writer's first commit
+    os.killpg(process.pid, signal.SIGKILL)  # gpuwhy and its job, as a crashed session would
+    process.wait(timeout=30)
+    # A killed gpuwhy cannot remove its socket folder; do it for it.
+    shutil.rmtree(Path(socket_file.read_text()).parent)
+    with Recording.open(path) as recording:
+        assert not recording.complete
+        assert recording.meta["command"][0] == JOB_PY
+    result = gpuwhy(["report", str(path)], tmp_path)
+    assert result.returncode in (0, 1), result.stderr
+    assert result.stdout.strip()
+
+
+def test_html_report_is_one_self_contained_page(recording: Path, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    result = gpuwhy(["report", str(recording), "--html", str(page)], tmp_path)
+    assert result.returncode in (0, 1), result.stderr
+    text = page.read_text()
+    assert text.lstrip().lower().startswith("<!doctype html")
+    assert "NO_DRIVER" in text or "NO_GPU" in text  # this machine's environment finding
+    assert "http://" not in text.replace("http://www.w3.org", "")  # nothing fetched
+
+
+def test_html_to_an_unwritable_place_is_one_line_and_exit_2(
+    recording: Path, tmp_path: Path
+) -> None:
+    result = gpuwhy(["report", str(recording), "--html", str(tmp_path / "no" / "x.html")],
+                    tmp_path)
+    assert result.returncode == 2
+    assert len(result.stderr.decode().strip().splitlines()) == 1
+    assert b"Traceback" not in result.stderr
+
+
+def test_run_writes_html_beside_the_recording_and_keeps_the_exit_code(tmp_path: Path) -> None:
+    page = tmp_path / "run.html"
+    result = gpuwhy(
+        ["run", "--quiet", "--html", str(page), "--", JOB_PY, "-c", "raise SystemExit(5)"],
+        tmp_path,
+    )
+    assert result.returncode == 5, result.stderr
+    assert page.stat().st_size > 1000
