@@ -7,7 +7,7 @@ first so that drifts in machine load hit both alike. Reported: the median over p
 beside it) from gpuwhy's start-up and wrap-up. Results go to bench/results/overhead.md with the
 machine and date.
 
-    python bench/overhead.py [--pairs 6] [--batches 60] [--epochs 3]
+    python bench/overhead.py [--pairs 8] [--batches 120] [--epochs 3]
 """
 
 from __future__ import annotations
@@ -59,12 +59,13 @@ def _machine() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=6)
-    parser.add_argument("--batches", type=int, default=60)
+    parser.add_argument("--pairs", type=int, default=8)
+    parser.add_argument("--batches", type=int, default=120)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "overhead.md")
     args = parser.parse_args()
     job = [sys.executable, str(JOB), "--batches", str(args.batches), "--epochs", str(args.epochs)]
+    load_before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for pair in range(args.pairs):
@@ -90,6 +91,8 @@ def main() -> int:
         "(Keras on TensorFlow, compute-bound, CPU)",
         f"- Method: {args.pairs} pairs, bare and `gpuwhy run --quiet` alternated (ABAB…, "
         "order swapped every pair); median over pairs of the per-pair ratio.",
+        f"- Load average (1 min) before / after: {load_before[0]:.2f} / {os.getloadavg()[0]:.2f} "
+        "(other processes on the machine add noise to single pairs; the median resists it).",
         "",
         "| measure | median ratio (gpuwhy / bare) | target |",
         "|---|---|---|",

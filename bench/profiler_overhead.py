@@ -25,6 +25,7 @@ import datetime
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -134,16 +135,19 @@ def tensorboard_note() -> str:
     return ""
 
 
-def _run(command: list[str]) -> tuple[float, float, float]:
-    """(wall, fit, window) seconds of one run."""
+def _run(command: list[str]) -> tuple[float, float, float, float]:
+    """(wall, fit, window, CPU) seconds of one run; CPU is every process of it, user + system."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     found = re.search(r"fit_s=([0-9.]+) window_s=([0-9.]+)", done.stdout)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"run failed ({done.returncode}): {' '.join(command)}\n"
                          f"{done.stdout[-1000:]}\n{done.stderr[-3000:]}")
-    return wall, float(found.group(1)), float(found.group(2))
+    return wall, float(found.group(1)), float(found.group(2)), cpu
 
 
 def machine() -> str:
@@ -179,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import tensorflow as tf  # fail early; its version goes in the table
 
-    rows: list[dict[str, tuple[float, float, float]]] = []
+    rows: list[dict[str, tuple[float, float, float, float]]] = []
     with tempfile.TemporaryDirectory() as scratch:
         for number in range(args.rounds):
             order = VARIANTS[number % len(VARIANTS):] + VARIANTS[:number % len(VARIANTS)]
@@ -222,15 +226,21 @@ def main(argv: list[str] | None = None) -> int:
         f"alternated in rotating order, {args.rounds} rounds; ratios are medians over rounds of "
         f"(variant / that round's bare run).{tensorboard_note()}",
         "",
-        "| variant | window s (median) | window ratio | fit ratio | wall ratio |",
-        "|---|---|---|---|---|",
+        "| variant | window s (median) | window ratio | fit ratio | wall ratio | CPU s "
+        "(median) | CPU ratio |",
+        "|---|---|---|---|---|---|---|",
     ]
     for variant in VARIANTS:
         lines.append(f"| {variant} | {median(variant, 2):.3f} | {ratio(variant, 2):.3f} | "
-                     f"{ratio(variant, 1):.3f} | {ratio(variant, 0):.3f} |")
+                     f"{ratio(variant, 1):.3f} | {ratio(variant, 0):.3f} | "
+                     f"{median(variant, 3):.1f} | {ratio(variant, 3):.3f} |")
     wall_delta = statistics.median(r["gpuwhy"][0] - r["bare"][0] for r in rows)
     fit_delta = statistics.median(r["gpuwhy"][1] - r["bare"][1] for r in rows)
     hooks_delta = statistics.median(r["gpuwhy"][1] - r["gpuwhy-bare"][1] for r in rows)
+    cpu_delta = statistics.median(r["gpuwhy"][3] - r["bare"][3] for r in rows)
+    cpu_hooks = statistics.median(r["gpuwhy"][3] - r["gpuwhy-bare"][3] for r in rows)
+    bare_windows = [r["bare"][2] for r in rows]
+    spread = (max(bare_windows) - min(bare_windows)) / statistics.median(bare_windows)
     lines += [
         "",
         "Where gpuwhy's time goes (medians over rounds, seconds): "
@@ -239,12 +249,20 @@ def main(argv: list[str] | None = None) -> int:
         f"+{wall_delta - fit_delta:.2f} (gpuwhy's own start-up, the environment probe, "
         "wrapping up the recording and the report).",
         "",
-        "| round | " + " | ".join(f"{v} wall/fit/window s" for v in VARIANTS) + " |",
+        f"CPU time is steadier than wall time on a shared machine: gpuwhy's runs used "
+        f"{cpu_delta:+.1f} CPU s more than bare ones (median), of which the hooks "
+        f"{cpu_hooks:+.1f} s; the rest is gpuwhy's own process, its sampler and the "
+        "environment probe (a subprocess that imports the job's frameworks once per run). "
+        f"Between rounds the bare window time itself varied by {100 * spread:.0f} % here, "
+        "so wall-time ratios closer than that are not resolved by this run.",
+        "",
+        "| round | " + " | ".join(f"{v} wall/fit/window/CPU s" for v in VARIANTS) + " |",
         "|---|" + "---|" * len(VARIANTS),
     ]
     for number, r in enumerate(rows, 1):
         lines.append(f"| {number} | " + " | ".join(
-            f"{r[v][0]:.1f} / {r[v][1]:.2f} / {r[v][2]:.2f}" for v in VARIANTS) + " |")
+            f"{r[v][0]:.1f} / {r[v][1]:.2f} / {r[v][2]:.2f} / {r[v][3]:.1f}" for v in VARIANTS)
+            + " |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))

@@ -8,7 +8,7 @@ reported as such in the document; the others still run.
     python bench/run_all.py [--quick] [--only NAME ...] [--skip NAME ...]
 
 --quick runs shorter versions (fewer rounds, a 2 h synthetic run instead of 24 h) for a check
-that everything works; the full run takes about an hour on a 2-core machine.
+that everything works; the full run takes about 25 minutes on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         "# Performance",
         "",
         "What gpuwhy costs and how it scales, measured by the scripts in `bench/`. Regenerate "
-        "this page with `python bench/run_all.py` (about an hour on a 2-core machine; "
+        "this page with `python bench/run_all.py` (about 25 minutes on a 2-core machine; "
         "`--quick` for a shorter check). Each section below is the result file the benchmark "
         "wrote (`bench/results/`), with the command that produced it.",
         "",

@@ -33,17 +33,23 @@ HERE = Path(__file__).resolve().parent
 NS_PER_S = 1_000_000_000
 
 WRITER_CHILD = """
-import json, sys
+import json, sys, threading, time
 from gpuwhy.recording.synth import synthesize
 def rss_kib():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4
 marks = []
+cpu = {"s": 0.0}
 def mark(done, total):
     marks.append(rss_kib())
+    for thread in threading.enumerate():  # the writer thread's own CPU time so far
+        if thread.name == "gpuwhy-writer" and thread.ident is not None:
+            cpu["s"] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
 result = synthesize(sys.argv[1], hours=float(sys.argv[2]), gpus=int(sys.argv[3]),
                     via="records", on_window=mark)
-print(json.dumps({"marks": marks, "seconds": result.seconds, "gpu": result.gpu_samples}))
+records = result.gpu_samples + result.util_samples + result.host_samples + result.spans
+print(json.dumps({"marks": marks, "seconds": result.seconds, "gpu": result.gpu_samples,
+                  "writer_cpu_s": cpu["s"], "records": records}))
 """
 
 READER_CHILD = """
@@ -166,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"writer memory over {args.writer_hours} h via RecordingWriter.put ...", flush=True)
         writer = run_child([py, "-c", WRITER_CHILD, str(Path(scratch, "w.gpuwhy.db")),
                             str(args.writer_hours), str(args.gpus)], args.timeout)
-        marks = json.loads(str(writer["out"]))["marks"] if writer["code"] == 0 else []
+        written = json.loads(str(writer["out"])) if writer["code"] == 0 else {}
+        marks = written.get("marks", [])
         print("reader ...", flush=True)
         reader_run = run_child([py, "-c", READER_CHILD, str(path)], args.timeout)
         reader = json.loads(str(reader_run["out"])) if reader_run["code"] == 0 else {}
@@ -215,18 +222,31 @@ def main(argv: list[str] | None = None) -> int:
                   "other"):
         if group in parts:
             lines.append(f"| — {group.replace('_', ' ')} | {parts[group] / 1e6:.1f} MB |")
-    if marks:
-        first = marks[0] / 1024
+    if len(marks) >= 20:
+        # Warm-up (SQLite's page cache, the open windows, the generator's noise tables) ends
+        # within the first minutes; growth after minute 10 is what would show a leak.
+        growth = (marks[-1] - marks[9]) / (len(marks) - 10) * 60
         lines.append(f"| writer RSS via `RecordingWriter.put`, {args.writer_hours:g} h: after "
-                     f"minute 1 / minute {len(marks)} / max | {first:.1f} / "
-                     f"{marks[-1] / 1024:.1f} / {max(marks) / 1024:.1f} MiB |")
+                     f"minute 1 / 10 / {len(marks)} | {marks[0] / 1024:.1f} / "
+                     f"{marks[9] / 1024:.1f} / {marks[-1] / 1024:.1f} MiB (after warm-up: "
+                     f"{growth:+.0f} KiB per hour) |")
+    elif marks:
+        lines.append(f"| writer RSS via `RecordingWriter.put`: after minute 1 / "
+                     f"{len(marks)} | {marks[0] / 1024:.1f} / {marks[-1] / 1024:.1f} MiB |")
     else:
         lines.append(f"| writer RSS | failed: {writer['err']} |")
+    if written.get("writer_cpu_s"):
+        cpu_s = written["writer_cpu_s"]
+        lines.append(f"| writer thread CPU for {args.writer_hours:g} h of run "
+                     f"({written['records']:,} records) | {cpu_s:.1f} s: "
+                     f"{100 * cpu_s / (args.writer_hours * 3600):.2f} % of one core in real "
+                     f"time, {cpu_s / written['records'] * 1e6:.1f} µs per record |")
     if reader:
         lines += [
             f"| read every GPU sample (streamed objects) | {reader['gpu_read_s']:.1f} s "
             f"({reader['gpu_samples'] / reader['gpu_read_s']:,.0f} samples/s) |",
-            f"| reader RSS after 100k samples / at the end | {reader['early_kib'] / 1024:.1f} / "
+            f"| reader RSS after 100k samples / at the end | "
+            f"{reader.get('early_kib', reader['start_kib']) / 1024:.1f} / "
             f"{reader['end_kib'] / 1024:.1f} MiB |",
             f"| 1-min tier, all GPUs ({reader['minute_buckets']:,} buckets) | "
             f"{reader['minute_tier_s']:.2f} s |",

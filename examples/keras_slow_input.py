@@ -65,7 +65,8 @@ def main() -> None:
     start = time.perf_counter()
     history = model.fit(ds, epochs=EPOCHS, verbose=0)
     wall = time.perf_counter() - start
-    print(f"trained {EPOCHS} epochs in {wall:.1f} s, accuracy {history.history['accuracy'][-1]:.3f}")
+    accuracy = history.history["accuracy"][-1]
+    print(f"trained {EPOCHS} epochs in {wall:.1f} s, accuracy {accuracy:.3f}")
 
 
 if __name__ == "__main__":

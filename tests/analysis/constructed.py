@@ -73,12 +73,16 @@ class Run:
 
     def steps(self, phase: str, start_s: float, count: int, step_s: float, *,
               wait_s: float = 0.0, gap_s: float = 0.0, pid: int | None = None,
-              per_span: int = 1) -> float:
-        """`count` steps back to back: [wait][step][gap] each; returns the end time."""
+              per_span: int = 1, timed: bool = True) -> float:
+        """`count` steps back to back: [wait][step][gap] each; returns the end time.
+
+        Like the hooks, a timed step always has its WAIT (zero long when it did not wait);
+        `timed=False` leaves it out: the input was not timed, the wait is unknown.
+        """
         t = start_s
         for index in range(0, count, per_span):
             n = min(per_span, count - index)
-            if wait_s:
+            if timed:
                 self.writer.put(Span(phase, SpanKind.WAIT, ns(t), ns(t + wait_s * n),
                                      step=index, steps=n, pid=pid))
                 t += wait_s * n

@@ -101,7 +101,7 @@ def test_findings_are_sorted_most_valuable_first(tmp_path: Path) -> None:
 
 def test_untimed_input_makes_no_input_bound_claim(tmp_path: Path) -> None:
     run = Run(tmp_path / "r.db", duration_s=4, environment=NO_GPU_ENV)
-    end = run.steps("train", 1, 20, 0.1)
+    end = run.steps("train", 1, 20, 0.1, timed=False)
     run.phase("train", 1, end)
     run.event(1.5, "data_wait_unavailable", "data wait of 'train' unknown: distributed",
               phase="train", reason="a tf.distribute strategy is in scope")

@@ -44,6 +44,7 @@ def test_span_covering_n_steps_counts_n_steps_of_its_average_time() -> None:
     spans = [Span("train", SpanKind.STEP, 0, 400 * MS, step=0, steps=4),
              Span("train", SpanKind.STEP, 400 * MS, 500 * MS, step=4, steps=1)]
     phase = phase_stats(spans, 0, S)["train"]
+    assert phase.data_wait_fraction is None  # no WAIT: the input was not timed
     assert phase.steps == 5
     assert phase.step_time_p50_s == pytest.approx(0.1)
     assert weighted_percentile([(0.1, 4), (0.5, 1)], 0.95) == 0.5
@@ -86,15 +87,19 @@ def test_no_spans_leaves_only_other() -> None:
     assert phases[OTHER].share == pytest.approx(1.0)
 
 
-def test_phase_whose_input_was_not_timed_has_unknown_wait_not_zero() -> None:
-    spans = [Span("train", SpanKind.PHASE, 0, S),
-             Span("train", SpanKind.STEP, 0, S, step=0, steps=10)]
-    assert phase_stats(spans, 0, S)["train"].data_wait_fraction == 0.0
-    unknown = phase_stats(spans, 0, S, wait_unknown={"train"})["train"]
-    assert unknown.data_wait_fraction is None
-    # Waits that were measured still count (a lower bound for the phase).
-    partial = phase_stats([*spans, Span("train", SpanKind.WAIT, 0, S // 2)], 0, S, {"train"})
-    assert partial["train"].data_wait_fraction == pytest.approx(0.5)
+def test_a_step_without_its_wait_is_unknown_and_a_zero_wait_is_zero() -> None:
+    # docs/hooks.md: one WAIT per measured STEP, zero long when it did not wait.
+    steps = [Span("train", SpanKind.STEP, i * 100 * MS, (i + 1) * 100 * MS, step=i)
+             for i in range(10)]
+    untimed = phase_stats(steps, 0, S)["train"]
+    assert untimed.data_wait_fraction is None and untimed.data_wait_coverage == 0.0
+    zeros = [Span("train", SpanKind.WAIT, s.start_ns, s.start_ns, step=s.step) for s in steps]
+    timed = phase_stats(steps + zeros, 0, S)["train"]
+    assert timed.data_wait_fraction == 0.0 and timed.data_wait_coverage == 1.0
+    # Half the steps timed: what was measured counts, and the coverage says how much.
+    half = phase_stats(steps + zeros[:4] + [Span("train", SpanKind.WAIT, 0, 50 * MS)], 0, S)
+    assert half["train"].data_wait_fraction == pytest.approx(0.05)
+    assert half["train"].data_wait_coverage == pytest.approx(0.5)
 
 
 def test_resume_is_the_time_from_a_phase_interval_to_the_next_step() -> None:

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from support import framework_env
 from gpuwhy.env import nvml_status
 from gpuwhy.env.collect import installed_frameworks
 from gpuwhy.env.machine import probe_machine, relevant_environment
 from gpuwhy.env.nvml_ctypes import probe_with_ctypes
 from gpuwhy.env.nvml_probe import probe_nvml
 from gpuwhy.env.runner import PROBES_DIR, InterpreterError, relevant_log_lines, run_probe
+from support import framework_env
 
 PYENV = Path(os.path.expanduser("~/.pyenv/versions"))
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from support import framework_env
 from gpuwhy.env.machine import probe_machine
+from support import framework_env
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

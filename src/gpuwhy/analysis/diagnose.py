@@ -132,7 +132,6 @@ def _host_stats(samples: Iterable[HostSample], windows: Mapping[str, Sequence[In
 class _EventFacts:
     events: list[Event] = field(default_factory=list)
     syncs: dict[str, int] = field(default_factory=dict)  # phase -> device-to-host syncs
-    wait_unknown: set[str] = field(default_factory=set)  # phases whose input was not timed
 
 
 def _event_facts(events: Iterable[Event]) -> _EventFacts:
@@ -144,8 +143,6 @@ def _event_facts(events: Iterable[Event]) -> _EventFacts:
             count = event.data.get("count", 1)
             key = str(phase or "train")
             facts.syncs[key] = facts.syncs.get(key, 0) + (count if isinstance(count, int) else 1)
-        elif event.kind == "data_wait_unavailable" and phase is not None:
-            facts.wait_unknown.add(str(phase))
     return facts
 
 
@@ -202,7 +199,7 @@ def diagnose(recording: Recording, *, environment: Mapping[str, Any] | None = No
     start_ns, end_ns = _run_window(recording)
     duration_s = (end_ns - start_ns) / NS_PER_S
     event_facts = _event_facts(recording.events())
-    phases = phase_stats(recording.spans(), start_ns, end_ns, event_facts.wait_unknown)
+    phases = phase_stats(recording.spans(), start_ns, end_ns)
     named = {name: list(p.intervals) for name, p in phases.items() if not p.is_pseudo}
     windows: dict[str, list[Interval]] = {
         **named,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpuwhy.analysis.intervals import Interval, IntervalSet, clip, total_ns, union
@@ -39,9 +39,10 @@ class PhaseStats:
     step_time_p50_s: float | None
     step_time_p95_s: float | None
     data_wait_s: float
-    data_wait_fraction: float | None  # None where the phase has no steps to wait for
+    data_wait_fraction: float | None  # None: no steps, or their input was not timed
     step_gap_s: float  # between steps, not waiting for data: host work (callbacks, logging...)
     rounds: int  # PHASE spans: epochs of training, validation passes...
+    data_wait_coverage: float | None = None  # share of the steps whose wait was measured
     intervals: tuple[Interval, ...] = field(default=(), repr=False, compare=False)
     # Per interval: seconds from its end until the next step of the run begins (work a phase
     # leaves behind it, e.g. tearing down an evaluation before training resumes).
@@ -85,8 +86,10 @@ def weighted_percentile(values: Sequence[tuple[float, int]], q: float) -> float 
 def _collect(spans: Iterable[Span]) -> dict[str, _PhaseSpans]:
     by_phase: dict[str, _PhaseSpans] = defaultdict(_PhaseSpans)
     for span in spans:
-        if span.end_ns <= span.start_ns and span.kind is not SpanKind.STEP:
-            continue
+        if span.end_ns < span.start_ns or (
+            span.end_ns == span.start_ns and span.kind is SpanKind.PHASE
+        ):
+            continue  # a zero WAIT stays: it says "measured, no wait" (docs/hooks.md)
         entry = by_phase[span.phase]
         entry.note(span.start_ns)
         if span.kind is SpanKind.PHASE:
@@ -123,7 +126,7 @@ def _step_gaps_ns(steps: list[Span], waits: list[Interval], extent: IntervalSet)
     return max(gap_total, 0)
 
 
-def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int, wait_unknown: bool) -> PhaseStats:
+def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
     extent = IntervalSet(_extent(entry))
     time_ns = extent.total_ns
     step_counts = {pid: sum(max(s.steps, 1) for s in spans) for pid, spans in entry.steps.items()}
@@ -140,8 +143,12 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int, wait_unknown: bool)
         _step_gaps_ns(entry.steps[pid], entry.waits.get(pid, []), extent) for pid in entry.steps
     ]
     gap_ns = sum(gaps_ns) / len(gaps_ns) if gaps_ns else 0.0
-    # The hooks could not time this phase's input and measured no wait at all: unknown, not 0.
-    has_steps = (steps > 0 or bool(entry.waits)) and not (wait_unknown and not entry.waits)
+    # A STEP without its WAIT is unknown, never zero (docs/hooks.md): the fraction is measured
+    # only where WAITs exist, and `coverage` says for what share of the steps.
+    step_spans = sum(len(spans) for spans in entry.steps.values())
+    wait_spans = sum(len(waits) for waits in entry.waits.values())
+    measured = wait_spans > 0
+    coverage = min(wait_spans / step_spans, 1.0) if step_spans else (1.0 if measured else None)
     return PhaseStats(
         name=name,
         time_s=time_ns / NS_PER_S,
@@ -150,7 +157,8 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int, wait_unknown: bool)
         step_time_p50_s=weighted_percentile(durations, 0.50),
         step_time_p95_s=weighted_percentile(durations, 0.95),
         data_wait_s=wait_ns / NS_PER_S,
-        data_wait_fraction=(wait_ns / time_ns if time_ns > 0 else 0.0) if has_steps else None,
+        data_wait_fraction=(wait_ns / time_ns if time_ns > 0 else 0.0) if measured else None,
+        data_wait_coverage=coverage if measured or step_spans else None,
         step_gap_s=gap_ns / NS_PER_S,
         rounds=len(union(entry.phase)),
         intervals=tuple(extent.intervals),
@@ -161,22 +169,13 @@ def _clip_all(intervals: list[Interval], extent: IntervalSet) -> list[Interval]:
     return [part for start, end in intervals for part in extent.clip(start, end)]
 
 
-def phase_stats(
-    spans: Iterable[Span],
-    run_start_ns: int,
-    run_end_ns: int,
-    wait_unknown: Collection[str] = (),
-) -> dict[str, PhaseStats]:
-    """Named phases in order of first appearance, then "data_wait" (if any) and "other".
-
-    ``wait_unknown`` names phases whose input the hooks could not time (their
-    "data_wait_unavailable" events): without WAIT spans their data-wait fraction is None.
-    """
+def phase_stats(spans: Iterable[Span], run_start_ns: int, run_end_ns: int) -> dict[str, PhaseStats]:
+    """Named phases in order of first appearance, then "data_wait" (if any) and "other"."""
     run_ns = max(run_end_ns - run_start_ns, 0)
     by_phase = _collect(spans)
     ordered = sorted(by_phase.items(), key=lambda item: item[1].first_ns or 0)
     phases = {
-        name: _phase_stats(name, entry, run_ns, name in wait_unknown)
+        name: _phase_stats(name, entry, run_ns)
         for name, entry in ordered
         if name
     }

@@ -52,6 +52,7 @@ def _phase(phase: PhaseStats) -> dict[str, Any]:
         "gpu_util": _per_device(phase.gpu_util_pct),
         # additive fields
         "data_wait_s": _num(phase.data_wait_s),
+        "data_wait_coverage": _num(phase.data_wait_coverage),
         "step_gap_s": _num(phase.step_gap_s),
         "rounds": phase.rounds,
         "sm_active": _per_device(phase.sm_active, 3),

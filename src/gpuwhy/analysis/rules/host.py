@@ -71,8 +71,9 @@ def check(ctx: RunContext) -> list[Finding]:
     if train is None or train.steps == 0:
         return []
     util = phase_util(ctx, train)
-    wait = train.data_wait_fraction or 0.0
-    if util is None or util >= LOW_UTIL_PCT or wait >= MODERATE_FRACTION:
+    wait = train.data_wait_fraction
+    # Unknown input wait (an untimed loop): an idle GPU may be starving, not host-bound.
+    if util is None or util >= LOW_UTIL_PCT or wait is None or wait >= MODERATE_FRACTION:
         return []
     syncs = ctx.sync_counts.get(train.name, 0)
     per_step = syncs / train.steps

@@ -81,6 +81,7 @@ def check(ctx: RunContext) -> list[Finding]:
             "steps": phase.steps,
             "step_time_p50_s": r(phase.step_time_p50_s, 4),
             "gpu_util_pct": r(phase_util(ctx, phase), 1),
+            "data_wait_coverage": r(phase.data_wait_coverage),
             "band": "high" if high else "moderate",
             "threshold_fraction": HIGH_FRACTION if high else MODERATE_FRACTION,
             "reference": REFERENCE,
