@@ -171,9 +171,11 @@ def main(argv: list[str] | None = None) -> int:
         "`--quick` for a shorter check). Each section below is the result file the benchmark "
         "wrote (`bench/results/`), with the command that produced it.",
         "",
-        f"Generated {started:%Y-%m-%d %H:%M} UTC{' (quick run)' if args.quick else ''} on:",
+        (f"Generated {started:%Y-%m-%d %H:%M} UTC{' (quick run)' if args.quick else ''} on:"
+         if status else f"Assembled {started:%Y-%m-%d %H:%M} UTC from the results below "
+         "(each gives its own date) on:"),
         "",
-        *machine,
+        *(machine if status else machine[:-1]),  # the load average only for a run here
         "",
     ]
     for bench in BENCHES:

@@ -16,7 +16,6 @@ class ExitCode(IntEnum):
     PROBLEMS = 1  # an error-severity finding was reported
     USAGE = 2  # unknown flag, bad argument, missing/corrupt/foreign file
     NO_DEVICE = 3  # the command needs a GPU (watch) and none is usable
-    FAIL_ON = 4  # `--fail-on` matched a finding (report); `run` uses RUN_FAIL_ON
     # `run` exits with the child's own code; these are the shell's conventions for a child that
     # could not start, so scripts can tell them apart from the training's own failures.
     CANNOT_EXECUTE = 126

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gpuwhy.env.machine import probe_machine
+from gpuwhy.env.machine import RELEVANT_VARIABLES, probe_machine
 from support import framework_env
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -41,7 +41,8 @@ pytestmark = [
 
 
 def doctor(python: Path | str, tmp_path: Path, **env: str) -> tuple[int, dict[str, Any]]:
-    environ = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    # Only the variables a test names may reach the doctor: it reports every relevant one.
+    environ = {k: v for k, v in os.environ.items() if k not in RELEVANT_VARIABLES}
     environ.update(env, PYTHONPATH=str(SRC))
     done = subprocess.run(
         [sys.executable, "-m", "gpuwhy", "doctor", "--python", str(python), "--json",

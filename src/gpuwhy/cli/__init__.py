@@ -22,7 +22,7 @@ EPILOG = """\
 exit codes:
   0    fine                       1    problems found (an error-severity finding)
   2    usage error or bad file    3    no usable GPU (watch)
-  4    a --fail-on finding        70   internal error (please report it)
+  70   internal error (please report it)
   run: the command's own exit code; 126/127 when it cannot be executed/found
 """
 
