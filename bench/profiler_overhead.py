@@ -166,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     # The profiled batches: the second epoch and later (the first holds tracing and warm-up).
     first = args.first if args.first is not None else args.batches
     last = args.last if args.last is not None else args.batches * args.epochs - 1
+    if args.batches < 1 or not 0 <= first <= last:
+        parser.error("the profiled window is the second epoch on: give --batches 1 or more and "
+                     "--epochs 2 or more")
     if args.job:
         job(args.job, args.batches, args.epochs, first, last, args.logdir or "")
         return 0

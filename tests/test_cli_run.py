@@ -107,6 +107,11 @@ def test_exit_code_and_output_pass_through_untouched(tmp_path: Path) -> None:
         assert recording.meta["python"] == PY
         assert recording.meta["interval_s"] == 0.1
         assert recording.meta["end_ns"] > recording.meta["start_ns"]
+        # gpuwhy's own CPU: its process's, and the probe's when the probe delivered.
+        cost = recording.meta["gpuwhy_cost"]
+        assert 0 < cost["recorder_cpu_s"] < 60
+        probed = "environment" in recording.meta
+        assert (cost["probe_cpu_s"] > 0) if probed else cost["probe_cpu_s"] is None
         kinds = [event.kind for event in recording.events()]
     assert kinds.index("child_started") < kinds.index("child_exited")
 

@@ -36,6 +36,25 @@ def test_import_gpuwhy_imports_no_framework_even_where_all_are_installed() -> No
     assert out.stdout.strip() == "[]"
 
 
+def test_a_subcommand_builds_only_its_own_parser() -> None:
+    code = (
+        "import sys, gpuwhy.cli\n"
+        "parser = gpuwhy.cli.build_parser(only='run')\n"
+        "own = ('gpuwhy.cli.run', 'gpuwhy.cli.fail_on')\n"
+        "others = sorted(m for m in sys.modules if m.startswith('gpuwhy.cli.') and m not in own)\n"
+        "print(sorted(parser._subparsers._group_actions[0].choices), others)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
+    assert out.stdout.strip() == "['run'] []"
+    # A misspelt command still gets the whole list to choose from.
+    result = _gpuwhy("rnu")
+    assert result.returncode == 2 and "invalid choice" in result.stderr
+    assert all(name in result.stderr for name in ("doctor", "run", "report", "watch", "export"))
+
+
 def test_version_answers_well_under_half_a_second() -> None:
     _gpuwhy("--version")  # warm the file cache
     best = min(_timed(lambda: _gpuwhy("--version")) for _ in range(5))

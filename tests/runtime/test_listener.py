@@ -100,6 +100,23 @@ def test_stop_drains_what_was_sent_before_it() -> None:
     assert len(sink.records) == 2000
 
 
+def test_stop_after_every_client_closed_does_not_wait_for_silence() -> None:
+    """Connections at end-of-file (their processes exited with the job) end the drain at once;
+    only a connection still open gets the 50 ms of silence."""
+    durations = []
+    for attempt in range(5):
+        sink = Collected()
+        listener = SpanListener(sink)
+        path = listener.start()
+        with _connect(path) as client:  # closed before stop, perhaps not even accepted yet
+            client.sendall(b"".join(encode(_span(i)) for i in range(300)))
+        start = time.monotonic()
+        listener.stop()
+        durations.append(time.monotonic() - start)
+        assert sink.records == [_span(i) for i in range(300)], attempt
+    assert min(durations) < 0.045, durations
+
+
 _CLIENT = """
 import os, socket, sys
 from gpuwhy.model import Span, SpanKind

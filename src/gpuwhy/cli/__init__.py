@@ -38,7 +38,8 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(text, f"see '{self.prog} --help'")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI, or with ``only`` just that subcommand (a command run imports no other)."""
     parser = _Parser(
         prog="gpuwhy",
         description="Is your training job really using the GPU, how well, and why not?",
@@ -47,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpuwhy {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in SUBCOMMANDS:
+    for name in (only,) if only in SUBCOMMANDS else SUBCOMMANDS:
         module = importlib.import_module(f"gpuwhy.cli.{name}")
         module.register(subparsers)
     return parser
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code instead of exiting (testable, embeddable)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
-        parser = build_parser()
+        parser = build_parser(only=args_list[0] if args_list else None)
         args = parser.parse_args(args_list)
         handler = getattr(args, "handler", None)
         if handler is None:

@@ -60,7 +60,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--quiet",
         action="store_true",
-        help="no live status line and no summary (the recording's path is still shown)",
+        help="no live status line and no summary (the recording's path is still shown; the "
+        "recording is analysed only for --json, --html or --fail-on)",
     )
     parser.add_argument(
         "--no-hooks",
@@ -115,7 +116,9 @@ def _handle(args: argparse.Namespace) -> int:
             _say(stderr, f"warning: {error}")
         diagnosis: Any | None = None
         problem: str | None = "gpuwhy was interrupted before the analysis"
-        if not guard.event.is_set():
+        # --quiet with no report file and no gate: nothing would read an analysis.
+        wanted = not args.quiet or json_path or html_path or gate is not None
+        if not guard.event.is_set() and wanted:
             diagnosis, problem = _summarise(
                 record, json_path, html_path, quiet=bool(args.quiet), stream=stderr
             )

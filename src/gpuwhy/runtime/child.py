@@ -26,7 +26,6 @@ import shutil
 import signal
 import subprocess
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
@@ -72,7 +71,7 @@ def child_environment(
     the socket (explicit `gpuwhy.phase()` calls keep working) but nothing is injected.
     """
     env = dict(environ)
-    env[ENV_RUN_ID] = run_id or uuid.uuid4().hex
+    env[ENV_RUN_ID] = run_id or os.urandom(16).hex()
     if socket_path:
         env[ENV_SOCKET] = socket_path
     boot = boot_dir() if hooks else None

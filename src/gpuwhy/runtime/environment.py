@@ -43,7 +43,10 @@ facts = collect_facts(
     sys.argv[1] or None, timeout_s=float(sys.argv[2]), cache=ProbeCache(default_cache_dir())
 )
 findings = [finding.to_dict() for finding in evaluate(facts)]
-json.dump({"facts": facts, "findings": findings}, sys.stdout, default=str)
+import resource
+cpu_s = sum(getattr(resource.getrusage(who), field) for who in
+            (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for field in ("ru_utime", "ru_stime"))
+json.dump({"facts": facts, "findings": findings, "cpu_s": cpu_s}, sys.stdout, default=str)
 """
 
 _PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?[tdm]?")
@@ -109,6 +112,7 @@ class EnvironmentProbe:
         self.python = python
         self.timeout_s = timeout_s
         self.error: str | None = None
+        self.cpu_s: float | None = None  # CPU seconds the probe and its subprocesses used
         self._result: dict[str, Any] | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._thread: threading.Thread | None = None
@@ -149,6 +153,8 @@ class EnvironmentProbe:
             self.error = "environment probe wrote no JSON"
             return
         if isinstance(result, dict) and "facts" in result and "findings" in result:
+            cpu_s = result.pop("cpu_s", None)
+            self.cpu_s = float(cpu_s) if isinstance(cpu_s, (int, float)) else None
             self._result = result
         else:
             self.error = "environment probe wrote an unexpected document"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import threading
 import time
@@ -121,11 +122,22 @@ def run_job(
                 session.set_meta("environment", result)
             else:
                 session.set_meta("environment_error", probe.error)
+        session.set_meta("gpuwhy_cost", _own_cost(probe))
     finally:
         if probe is not None:
             probe.cancel()  # only does something if an error skipped the wait above
         session.stop(exit_code=exit_code)
     return JobResult(exit_code, options.record, started, list(session.errors), spawn_error)
+
+
+def _own_cost(probe: EnvironmentProbe | None) -> dict[str, float | None]:
+    """CPU seconds gpuwhy itself spent on the run, so far: this process (start-up, sampling,
+    listening, writing; the analysis after the job is not in it) and the environment probe."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "recorder_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+        "probe_cpu_s": None if probe is None or probe.cpu_s is None else round(probe.cpu_s, 3),
+    }
 
 
 def _guarded(function: Callable[[], object], errors: list[str]) -> Callable[[], None] | None:
