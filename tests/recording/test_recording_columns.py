@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_recording_scale import FORMAT_1, T0, _constructed
+from test_recording_scale import T0, _constructed, format_1_file
 
 from gpuwhy.errors import RecordingError
 from gpuwhy.model import GpuSample, SpanKind
-from gpuwhy.recording import Recording, RecordingWriter, codec, schema
+from gpuwhy.recording import Recording, RecordingWriter, codec
 from gpuwhy.recording.streams import NS_PER_S, WINDOW_NS
 from gpuwhy.recording.synth import synthesize
 
@@ -107,11 +107,7 @@ def test_segment_summaries_of_irregular_live_and_format_1_files(tmp_path: Path) 
         writer.close()
 
     old = tmp_path / "old.gpuwhy.db"
-    with sqlite3.connect(old) as db:
-        db.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
-        db.execute("PRAGMA user_version = 1")
-        for statement in FORMAT_1:
-            db.execute(statement)
+    with format_1_file(old) as db:
         db.execute("INSERT INTO phases VALUES (1, 'train')")
         db.executemany("INSERT INTO gpu_samples (t_ns, device, util_gpu_pct) VALUES (?, ?, ?)",
                        [(T0 + i * 10**8, d, i % 100) for i in range(1200) for d in (0, 1)])

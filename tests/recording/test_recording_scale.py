@@ -234,13 +234,19 @@ FORMAT_1 = [  # format 1's tables, as gpuwhy before the block format created the
 ]
 
 
+def format_1_file(path: Path) -> sqlite3.Connection:
+    """A new, empty recording of format 1 at `path`, open for the caller's rows."""
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+    db.execute("PRAGMA user_version = 1")
+    for statement in FORMAT_1:
+        db.execute(statement)
+    return db
+
+
 def test_format_1_recordings_are_still_read(tmp_path: Path) -> None:
     path = tmp_path / "old.gpuwhy.db"
-    with sqlite3.connect(path) as db:
-        db.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
-        db.execute("PRAGMA user_version = 1")
-        for statement in FORMAT_1:
-            db.execute(statement)
+    with format_1_file(path) as db:
         db.execute("INSERT INTO meta VALUES ('complete', 'true')")
         db.execute("INSERT INTO phases VALUES (1, 'train')")
         db.executemany("INSERT INTO gpu_samples (t_ns, device, util_gpu_pct) VALUES (?, ?, ?)",

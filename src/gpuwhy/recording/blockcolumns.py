@@ -16,16 +16,16 @@ from typing import Any, cast
 from gpuwhy.recording import codec
 from gpuwhy.recording.blockreader import (
     Row,
-    _blocks,
     _merged_windows,
     _raw_blocks,
     _select_blocks,
     _staged,
     _tier_width,
     _where,
+    first_bucket,
+    tier_windows,
 )
-from gpuwhy.recording.streams import NS_PER_S, WINDOW_NS, Column, StreamSpec
-from gpuwhy.recording.tiers import bucket_columns
+from gpuwhy.recording.streams import WINDOW_NS, Column, StreamSpec
 
 
 def _columns(spec: StreamSpec, keys: tuple[Any, ...], data: bytes, skip: Container[str] = (),
@@ -127,22 +127,9 @@ def tier_block_columns(db: sqlite3.Connection, spec: StreamSpec, width_s: int,
     of the range, in window order, and of the open windows' staging rows (computed). Columns
     are `tier_rows`' row fields after the keys; those at positions in `skip` are not decoded
     (all NULL). Unmerged and unfiltered: callers cut by bucket start and add up."""
-    keys = keys or {}
-    width_ns = width_s * NS_PER_S
-    low = None if start_ns is None else -(-start_ns // width_ns) * width_ns
-    staged = _staged(db, spec, None if low is None else low - low % WINDOW_NS,
-                     None if end_ns is None else -(-end_ns // WINDOW_NS) * WINDOW_NS, keys)
-    blocks = _blocks(db, spec, spec.table("tiers"), low, end_ns, keys, "width_s = ?",
-                     (width_s,))
-    key_positions = spec.key_positions
+    low = first_bucket(start_ns, width_s)
     width = _tier_width(spec)
-    for _window, block_rows, staged_rows in _merged_windows(staged, blocks):
+    for _window, block_rows, computed in tier_windows(db, spec, width_s, low, end_ns, keys or {}):
         for block in block_rows:
             yield tuple(block[1:-1]), cast(list[Column], codec.decode(block[-1], width, skip))
-        by_block: dict[int, list[Row]] = defaultdict(list)
-        for row in staged_rows:
-            by_block[row[0]].append(row[1:])
-        for full_rows in by_block.values():
-            full_rows.sort(key=itemgetter(*range(spec.order)))
-            computed = bucket_columns(spec, list(zip(*full_rows, strict=True)), width_ns)
-            yield tuple(full_rows[0][p] for p in key_positions), computed
+        yield from computed

@@ -19,7 +19,7 @@ from operator import itemgetter
 from typing import Any
 
 from gpuwhy.recording import codec
-from gpuwhy.recording.streams import NS_PER_S, WINDOW_NS, StreamSpec
+from gpuwhy.recording.streams import NS_PER_S, WINDOW_NS, Column, StreamSpec
 from gpuwhy.recording.tiers import bucket_columns
 
 Row = tuple[Any, ...]
@@ -208,9 +208,35 @@ def tier_rows(db: sqlite3.Connection, spec: StreamSpec, width_s: int, start_ns: 
     window order (not merged: late blocks give a second row for a bucket; see tiers.merge_rows).
     Windows (numbers) in `skip_windows` are left out without being decoded.
     """
-    keys = keys or {}
+    low = first_bucket(start_ns, width_s)
+    key_count = len(spec.key_positions)
+    for _window, block_rows, computed in tier_windows(db, spec, width_s, low, end_ns, keys or {},
+                                                      skip_windows):
+        out: list[Row] = []
+        for block in block_rows:
+            columns = codec.decode(block[-1], _tier_width(spec))
+            out += [(row[0], *block[1:-1], *row[1:]) for row in zip(*columns, strict=True)]
+        for key, staged_columns in computed:
+            out += [(row[0], *key, *row[1:]) for row in zip(*staged_columns, strict=True)]
+        out.sort(key=itemgetter(*range(1 + key_count)))
+        yield from (row for row in out
+                    if (low is None or row[0] >= low) and (end_ns is None or row[0] < end_ns))
+
+
+def first_bucket(start_ns: int | None, width_s: int) -> int | None:
+    """The start of the first bucket of `width_s` that begins at or after `start_ns`."""
     width_ns = width_s * NS_PER_S
-    low = None if start_ns is None else -(-start_ns // width_ns) * width_ns
+    return None if start_ns is None else -(-start_ns // width_ns) * width_ns
+
+
+def tier_windows(db: sqlite3.Connection, spec: StreamSpec, width_s: int, low: int | None,
+                 end_ns: int | None, keys: Mapping[str, Any], skip_windows: Container[int] = (),
+                 ) -> Iterator[tuple[int, list[Row], list[tuple[tuple[Any, ...], list[Column]]]]]:
+    """Per window, in order: (window, its stored tier blocks of `width_s` that may hold buckets
+    from `low` to `end_ns`, the tier columns computed from its staging rows: one (key values,
+    columns) per key). Windows in `skip_windows` are passed over, nothing of them computed.
+    """
+    width_ns = width_s * NS_PER_S
     # Whole windows of staging rows, so that no bucket is computed from part of its rows.
     staged = _staged(db, spec, None if low is None else low - low % WINDOW_NS,
                      None if end_ns is None else -(-end_ns // WINDOW_NS) * WINDOW_NS, keys)
@@ -220,21 +246,15 @@ def tier_rows(db: sqlite3.Connection, spec: StreamSpec, width_s: int, start_ns: 
     for window, block_rows, staged_rows in _merged_windows(staged, blocks):
         if window in skip_windows:
             continue
-        out: list[Row] = []
-        for block in block_rows:
-            columns = codec.decode(block[-1], _tier_width(spec))
-            out += [(row[0], *block[1:-1], *row[1:]) for row in zip(*columns, strict=True)]
         by_block: dict[int, list[Row]] = defaultdict(list)
         for row in staged_rows:
             by_block[row[0]].append(row[1:])
+        computed = []
         for full_rows in by_block.values():
             full_rows.sort(key=itemgetter(*range(spec.order)))
-            computed = bucket_columns(spec, list(zip(*full_rows, strict=True)), width_ns)
-            key = tuple(full_rows[0][p] for p in key_positions)
-            out += [(row[0], *key, *row[1:]) for row in zip(*computed, strict=True)]
-        out.sort(key=itemgetter(*range(1 + len(key_positions))))
-        yield from (row for row in out
-                    if (low is None or row[0] >= low) and (end_ns is None or row[0] < end_ns))
+            columns = bucket_columns(spec, list(zip(*full_rows, strict=True)), width_ns)
+            computed.append((tuple(full_rows[0][p] for p in key_positions), columns))
+        yield window, block_rows, computed
 
 
 def _tier_width(spec: StreamSpec) -> int:
