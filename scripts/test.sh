@@ -2,14 +2,13 @@
 # Set up everything the test suite needs, then run it. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Check the disk once for everything still to be made, before three setups start at once. Sizes
-# measured on a fresh clone (2026-11-23): .venv 3.6 GB; the test environments 4.6 GB together.
-need_mb=0
-[ -x .venv/bin/python ] || need_mb=$((need_mb + 3900))
-for env in bare tf-cpu tf-conflict torch-cpu; do
-    if [ ! -f ".venvs/$env/.done" ]; then need_mb=$((need_mb + 4800)); break; fi
+# Check the disk once for everything still to be made, before three setups start at once.
+parts=()
+[ -x .venv/bin/python ] || parts+=(venv)
+for env in bare tf-cpu tf-conflict torch-cpu; do  # what scripts/test-envs.sh makes
+    if [ ! -f ".venvs/$env/.done" ]; then parts+=(test-envs); break; fi
 done
-bash scripts/need-space.sh "$need_mb" "Setting up the test environments"
+bash scripts/need-space.sh "Setting up the test environments" "${parts[@]}"
 # The main environment, the framework test environments and the browser for the HTML report's
 # tests are independent: set them up at once.
 bash scripts/test-envs.sh & envs=$!

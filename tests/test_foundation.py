@@ -124,12 +124,12 @@ def test_wheel_ships_code_data_and_typing_marker(tmp_path: Path) -> None:
 
 def test_setup_stops_in_one_line_when_the_disk_is_short() -> None:
     script = str(ROOT / "scripts" / "need-space.sh")
-    short = subprocess.run(["bash", script, str(2**40), "Setting up .venv"],
+    short = subprocess.run(["bash", script, "Setting up .venv", str(2**40)],
                            capture_output=True, text=True, timeout=30)
     assert short.returncode == 3
     lines = short.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Setting up .venv needs about 1073741824 GB")
     assert f"disk holding {ROOT}" in lines[0] and "free some space there" in lines[0]
-    enough = subprocess.run(["bash", script, "1", "Setting up .venv"],
+    enough = subprocess.run(["bash", script, "Setting up .venv", "1"],
                             capture_output=True, text=True, timeout=30)
     assert (enough.returncode, enough.stderr) == (0, "")
