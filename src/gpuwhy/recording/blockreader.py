@@ -210,11 +210,12 @@ def tier_rows(db: sqlite3.Connection, spec: StreamSpec, width_s: int, start_ns: 
     """
     low = first_bucket(start_ns, width_s)
     key_count = len(spec.key_positions)
+    width = _tier_width(spec)
     for _window, block_rows, computed in tier_windows(db, spec, width_s, low, end_ns, keys or {},
                                                       skip_windows):
         out: list[Row] = []
         for block in block_rows:
-            columns = codec.decode(block[-1], _tier_width(spec))
+            columns = codec.decode(block[-1], width)
             out += [(row[0], *block[1:-1], *row[1:]) for row in zip(*columns, strict=True)]
         for key, staged_columns in computed:
             out += [(row[0], *key, *row[1:]) for row in zip(*staged_columns, strict=True)]

@@ -32,7 +32,7 @@ PROBE_TIMEOUT_S = 20.0
 PROBE_NICE = 10
 
 _PROBE = """
-import json, os, sys
+import json, os, resource, sys
 try:
     os.nice(int(sys.argv[3]))
 except OSError:
@@ -43,7 +43,6 @@ facts = collect_facts(
     sys.argv[1] or None, timeout_s=float(sys.argv[2]), cache=ProbeCache(default_cache_dir())
 )
 findings = [finding.to_dict() for finding in evaluate(facts)]
-import resource
 cpu_s = sum(getattr(resource.getrusage(who), field) for who in
             (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for field in ("ru_utime", "ru_stime"))
 json.dump({"facts": facts, "findings": findings, "cpu_s": cpu_s}, sys.stdout, default=str)
