@@ -1,6 +1,6 @@
 """Scale: a synthetic day on eight GPUs — file size, writer and reader memory, report and export.
 
-1. Generates a synthetic recording (gpuwhy.recording.synth: constructed data shaped like a
+1. Generates a synthetic recording (tests/support/synth: constructed data shaped like a
    training run on 8 H100s, one idle; 10 Hz; labelled synthetic in its meta) through the
    writer's bulk path, timed; its size, per stream. `--recording PATH` reuses one made before.
 2. Writer memory, first minute to last: an hour (by default) written record by record through
@@ -33,11 +33,14 @@ from pathlib import Path
 import machine
 
 HERE = Path(__file__).resolve().parent
+# The synthetic recording generator is test support, outside the installed package.
+TESTS = HERE.parent / "tests"
+sys.path.insert(0, str(TESTS))
 NS_PER_S = 1_000_000_000
 
-WRITER_CHILD = """
-import json, sys, threading, time
-from gpuwhy.recording.synth import synthesize
+WRITER_CHILD = f"import sys; sys.path.insert(0, {str(TESTS)!r})" + """
+import json, threading, time
+from support.synth import synthesize
 def rss_kib():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4
@@ -209,12 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="keep the synthetic recording here")
     parser.add_argument("--recording", type=Path,
                         help="measure this synthetic recording (made by an earlier run with "
-                             "--keep, or by python -m gpuwhy.recording.synth) instead of "
+                             "--keep, or by PYTHONPATH=tests python -m support.synth) instead of "
                              "generating one")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "scale.md")
     args = parser.parse_args(argv)
     from gpuwhy.recording import Recording
-    from gpuwhy.recording.synth import synthesize
+    from support.synth import synthesize
 
     py = sys.executable
     load_before = machine.load()
@@ -290,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall times; CPU times (user + system of the measured process) vary less.",
         "",
         f"Data: synthetic (constructed, shaped like a Keras training run on {args.gpus} H100s, "
-        f"one idle; gpuwhy.recording.synth, seed 0): {args.hours:g} h at 10 Hz — "
+        f"one idle; tests/support/synth, seed 0): {args.hours:g} h at 10 Hz — "
         f"{samples:,} GPU samples, {counts['util']:,} buffered utilization samples, "
         f"{counts['host']:,} host samples, {counts['span']:,} spans.",
         "",

@@ -272,7 +272,7 @@ def test_a_bad_window_is_one_line_and_exit_2(tmp_path: Path, capsys, flags: list
 
 @pytest.mark.slow
 def test_a_long_fast_recording_exports_means_and_every_span(tmp_path: Path) -> None:
-    from gpuwhy.recording.synth import synthesize
+    from support.synth import synthesize
 
     # Synthetic (constructed data shaped like a training run, labelled so): 8 GPUs at 100 Hz
     # for 6 minutes, more samples than a trace should carry one by one.

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpuwhy.recording.reader import Recording
+from support import format_1_file
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 SCHEMA = SRC / "gpuwhy" / "schemas" / "report.schema.json"
@@ -93,6 +94,12 @@ def test_foreign_files(tmp_path: Path, json_flag: list[str]) -> None:
         db.execute("CREATE TABLE t (x)")
     db.close()
     _one_line_exit_2(gpuwhy(["report", str(other), *json_flag], tmp_path), "not a gpuwhy recording")
+
+
+def test_a_format_1_recording_is_refused(tmp_path: Path) -> None:
+    old = tmp_path / "old.gpuwhy.db"
+    format_1_file(old)
+    _one_line_exit_2(gpuwhy(["report", str(old)], tmp_path), "older gpuwhy (recording format 1")
 
 
 def test_report_on_a_run_whose_gpuwhy_was_killed(tmp_path: Path) -> None:

@@ -120,6 +120,8 @@ def test_wheel_ships_code_data_and_typing_marker(tmp_path: Path) -> None:
     }
     assert source_files - names == set()
     assert "gpuwhy/py.typed" in names
+    # Test support (the synthetic recording generator) stays out of what users install.
+    assert not [n for n in names if "synth" in n or n.startswith(("tests/", "support/"))]
 
 
 def test_setup_stops_in_one_line_when_the_disk_is_short() -> None:

@@ -15,7 +15,7 @@ from gpuwhy.analysis.hostwindows import host_window_stats
 from gpuwhy.analysis.intervals import IntervalSet, union
 from gpuwhy.analysis.phases import recording_phase_stats
 from gpuwhy.recording import Recording
-from gpuwhy.recording.synth import synthesize
+from support.synth import synthesize
 
 
 def test_streaming_and_summaries_give_the_same_statistics(tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def _host_reference(samples: Any, windows: dict[str, list[tuple[int, int]]]) -> 
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A synthetic quarter hour on 3 GPUs (gpuwhy.recording.synth: constructed data shaped like
+    """A synthetic quarter hour on 3 GPUs (tests/support/synth: constructed data shaped like
     a training run, labelled so in its meta): epochs of train and validation phases."""
     path = tmp_path_factory.mktemp("synth") / "quarter.gpuwhy.db"
     synthesize(path, hours=0.25, gpus=3, seed=2)

@@ -2,7 +2,7 @@
 
 `phase_stats` (Span records) and `recording_phase_stats` (a recording's span columns) are
 checked against reference_phases.py on captured recordings (tests/data/recordings), synthetic
-ones (gpuwhy.recording.synth: constructed data shaped like a training run, labelled so) and
+ones (tests/support/synth: constructed data shaped like a training run, labelled so) and
 constructed spans with every awkward case: overlapping and nested steps, waits inside steps,
 steps of N steps, processes, zero waits, untimed steps, steps outside their phase's spans.
 """
@@ -18,7 +18,7 @@ import reference_phases
 from gpuwhy.analysis.phases import phase_stats, recording_phase_stats
 from gpuwhy.model import Span, SpanKind
 from gpuwhy.recording import Recording, RecordingWriter
-from gpuwhy.recording.synth import synthesize
+from support.synth import synthesize
 
 MS = 1_000_000
 S = 1_000_000_000

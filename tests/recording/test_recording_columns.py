@@ -3,7 +3,7 @@ columns, row counts, and column-selective block decoding — each checked agains
 record-by-record reads on the same file.
 
 Recordings are constructed here (irregular samples, NULLs, late records, open windows) or
-synthetic (gpuwhy.recording.synth: constructed data shaped like a training run on H100s,
+synthetic (tests/support/synth: constructed data shaped like a training run on H100s,
 labelled so in their meta).
 """
 
@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_recording_scale import T0, _constructed, format_1_file
+from test_recording_scale import T0, _constructed
 
 from gpuwhy.errors import RecordingError
 from gpuwhy.model import GpuSample, SpanKind
 from gpuwhy.recording import Recording, RecordingWriter, codec
 from gpuwhy.recording.streams import NS_PER_S, WINDOW_NS
-from gpuwhy.recording.synth import synthesize
+from support.synth import synthesize
 
 S = NS_PER_S
 
@@ -79,7 +79,7 @@ def test_segment_summaries_of_chosen_metrics_leave_the_others_out(synthetic: Pat
                 assert bucket.reason_counts == {}
 
 
-def test_segment_summaries_of_irregular_live_and_format_1_files(tmp_path: Path) -> None:
+def test_segment_summaries_of_irregular_and_live_files(tmp_path: Path) -> None:
     path = tmp_path / "irregular.gpuwhy.db"
     _constructed(path)  # NULLs, a late sample in a window closed long before, uneven times
     rng = random.Random(3)
@@ -105,22 +105,6 @@ def test_segment_summaries_of_irregular_live_and_format_1_files(tmp_path: Path) 
                 assert found == rec.gpu_summary(bounds[i], bounds[i + 1])
     finally:
         writer.close()
-
-    old = tmp_path / "old.gpuwhy.db"
-    with format_1_file(old) as db:
-        db.execute("INSERT INTO phases VALUES (1, 'train')")
-        db.executemany("INSERT INTO gpu_samples (t_ns, device, util_gpu_pct) VALUES (?, ?, ?)",
-                       [(T0 + i * 10**8, d, i % 100) for i in range(1200) for d in (0, 1)])
-        db.executemany("INSERT INTO spans VALUES (?, 50, 2, 1, ?, 1, 9)",
-                       [(T0 + i * 10**7, i) for i in range(30)])
-    db.close()
-    with Recording.open(old) as rec:
-        bounds = [T0 - 1, T0 + 7 * S + 5, T0 + 61 * S, T0 + 200 * S]
-        for i, found in enumerate(rec.gpu_segments(bounds)):
-            assert found == rec.gpu_summary(bounds[i], bounds[i + 1])
-        blocks = list(rec.span_columns(SpanKind.STEP))
-        assert sum(len(b.start_ns) for b in blocks) == 30
-        assert rec.rows_at_most("span") == 30 and rec.rows_at_most("gpu", end_ns=T0 + S) == 20
 
 
 def _summed(parts: Any) -> dict[tuple[Any, int], dict[str, list[Any]]]:

@@ -1,7 +1,7 @@
 """Recordings at scale: compact blocks, downsampled tiers that agree with the raw samples, flat
-memory, and format-1 files still readable.
+memory, and format-1 files refused with a one-line message.
 
-The recordings here are synthetic (gpuwhy.recording.synth: constructed data shaped like a
+The recordings here are synthetic (tests/support/synth: constructed data shaped like a
 training run on H100s, labelled so in their meta) or constructed in the test.
 """
 
@@ -21,9 +21,10 @@ import pytest
 
 from gpuwhy.errors import RecordingError
 from gpuwhy.model import GpuSample, HostSample, Span, SpanKind, UtilKind, UtilSample
-from gpuwhy.recording import Recording, RecordingWriter, schema
+from gpuwhy.recording import Recording, RecordingWriter
 from gpuwhy.recording.streams import GPU_METRICS, NS_PER_S, WINDOW_NS
-from gpuwhy.recording.synth import synthesize
+from support import format_1_file
+from support.synth import synthesize
 
 T0 = 5_000 * NS_PER_S + 123_456  # not aligned to a second: buckets cut windows unevenly
 
@@ -187,7 +188,7 @@ def test_an_hour_of_eight_gpus_is_compact(tmp_path: Path) -> None:
 MEMORY_CHILD = textwrap.dedent("""
     import json, resource, sys
     from gpuwhy.recording import Recording
-    from gpuwhy.recording.synth import synthesize
+    from support.synth import synthesize
     peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     marks = {}
     def mark(done, total):
@@ -206,66 +207,24 @@ MEMORY_CHILD = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_writer_and_reader_memory_stay_flat(tmp_path: Path) -> None:
+    tests = str(Path(__file__).resolve().parents[1])  # the child imports support.synth
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (
+        tests, os.environ.get("PYTHONPATH"))))}
     out = subprocess.run([sys.executable, "-c", MEMORY_CHILD, str(tmp_path / "m.gpuwhy.db"),
-                          "0.5"], capture_output=True, text=True, timeout=300, check=True)
+                          "0.5"], capture_output=True, text=True, timeout=300, check=True,
+                         env=env)
     marks = json.loads(out.stdout)
     # 144,000 GPU samples as objects would take ~30 MB; what is held is a window or two.
     assert marks["write_end_kib"] - marks["write_early_kib"] < 12 * 1024, marks
     assert marks["read_end_kib"] - marks["read_early_kib"] < 8 * 1024, marks
 
 
-FORMAT_1 = [  # format 1's tables, as gpuwhy before the block format created them
-    "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE devices (idx INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL, uuid TEXT, "
-    "pci_bus_id TEXT, memory_total_bytes INTEGER, cc_major INTEGER, cc_minor INTEGER, "
-    "sm_clock_max_mhz INTEGER, power_limit_mw INTEGER, pcie_gen_max INTEGER, "
-    "pcie_width_max INTEGER, mig_mode INTEGER, gpm_supported INTEGER)",
-    f"CREATE TABLE gpu_samples ({', '.join(c + ' INTEGER' for c in schema.GPU_COLUMNS)}, "
-    "PRIMARY KEY (t_ns, device)) WITHOUT ROWID",
-    "CREATE TABLE util_samples (t_ns INTEGER, device INTEGER, kind INTEGER, value_pct INTEGER, "
-    "PRIMARY KEY (t_ns, device, kind)) WITHOUT ROWID",
-    f"CREATE TABLE host_samples ({', '.join(c + ' INTEGER' for c in schema.HOST_COLUMNS)}, "
-    "PRIMARY KEY (t_ns)) WITHOUT ROWID",
-    "CREATE TABLE phases (id INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL UNIQUE)",
-    "CREATE TABLE spans (start_ns INTEGER NOT NULL, duration_ns INTEGER NOT NULL, kind INTEGER "
-    "NOT NULL, phase_id INTEGER NOT NULL, step INTEGER, steps INTEGER NOT NULL, pid INTEGER)",
-    "CREATE TABLE events (t_ns INTEGER NOT NULL, kind TEXT NOT NULL, message TEXT NOT NULL, "
-    "data TEXT NOT NULL)",
-]
-
-
-def format_1_file(path: Path) -> sqlite3.Connection:
-    """A new, empty recording of format 1 at `path`, open for the caller's rows."""
-    db = sqlite3.connect(path)
-    db.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
-    db.execute("PRAGMA user_version = 1")
-    for statement in FORMAT_1:
-        db.execute(statement)
-    return db
-
-
-def test_format_1_recordings_are_still_read(tmp_path: Path) -> None:
+def test_format_1_recordings_are_refused_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "old.gpuwhy.db"
-    with format_1_file(path) as db:
-        db.execute("INSERT INTO meta VALUES ('complete', 'true')")
-        db.execute("INSERT INTO phases VALUES (1, 'train')")
-        db.executemany("INSERT INTO gpu_samples (t_ns, device, util_gpu_pct) VALUES (?, ?, ?)",
-                       [(T0 + i * 10**8, d, i % 100) for i in range(1200) for d in (0, 1)])
-        db.execute("INSERT INTO host_samples (t_ns, cpu_system_permille) VALUES (?, 123)", (T0,))
-        db.execute("INSERT INTO spans VALUES (?, 50, 2, 1, 3, 1, 9)", (T0,))
-    db.close()
-    with Recording.open(path) as rec:
-        assert rec.format_version == 1 and rec.complete
-        samples = list(rec.gpu_samples(device=1))
-        assert len(samples) == 1200 and samples[5] == GpuSample(T0 + 5 * 10**8, 1,
-                                                                util_gpu_pct=5)
-        assert list(rec.host_samples()) == [HostSample(T0, cpu_system_pct=12.3)]
-        assert list(rec.spans()) == [Span("train", SpanKind.STEP, T0, T0 + 50, 3, 1, 9)]
-        minute = list(rec.gpu_tiers(60 * NS_PER_S, device=0))
-        assert sum(b.samples for b in minute) == 1200
-        assert rec.gpu_summary()[0].mean("util_gpu_pct") == pytest.approx(
-            sum(i % 100 for i in range(1200)) / 1200)
-        assert rec.time_range() == (T0, T0 + 1199 * 10**8)
+    format_1_file(path)
+    with pytest.raises(RecordingError, match=r"older gpuwhy \(recording format 1;") as caught:
+        Recording.open(path)
+    assert "\n" not in str(caught.value) and "record the job again" in caught.value.fix
 
 
 def test_a_damaged_block_is_a_recording_error(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The synthetic recording generator: deterministic, labelled, and shaped like a training run.
 
-Every recording here is synthetic (constructed data from gpuwhy.recording.synth).
+Every recording here is synthetic (constructed data from tests/support/synth).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from gpuwhy.errors import RecordingError
 from gpuwhy.model import SpanKind
 from gpuwhy.recording import Recording
 from gpuwhy.recording.streams import NS_PER_S
-from gpuwhy.recording.synth import main, synthesize
-from gpuwhy.recording.synth_shapes import STALL_NS
+from support.synth import main, synthesize
+from support.synth.shapes import STALL_NS
 
 
 def _digest(path: Path) -> str:
@@ -39,7 +39,7 @@ def test_shapes_of_a_training_run(tmp_path: Path) -> None:
     result = synthesize(tmp_path / "run.gpuwhy.db", hours=0.25, gpus=4, seed=2)
     with Recording.open(result.path) as rec:
         assert rec.complete
-        assert rec.meta["synthetic"]["generator"] == "gpuwhy.recording.synth"
+        assert rec.meta["synthetic"]["generator"] == "tests/support/synth"
         assert "not measured" in rec.meta["synthetic"]["note"]
         assert [d.name for d in rec.devices] == ["NVIDIA H100 80GB HBM3"] * 4
         start, end = rec.meta["start_ns"], rec.meta["end_ns"]

@@ -1,7 +1,7 @@
 """The HTML report in a real headless Chromium (Debian's `chromium`, see scripts/browser.sh).
 
 Recordings are CONSTRUCTED through the real RecordingWriter (tests/analysis/constructed.py, and
-gpuwhy.recording.synth at scale): their GPU samples stand in for NVML readings on this GPU-less
+tests/support/synth at scale): their GPU samples stand in for NVML readings on this GPU-less
 machine. The page is driven over the Chrome DevTools Protocol on a pipe (stdlib only): it must
 render, draw the timeline, show the findings, log no JavaScript error and make no request.
 """
@@ -30,8 +30,8 @@ from constructed import GPU_OK_ENV, H100, NO_GPU_ENV, Run, device
 
 from gpuwhy.analysis import diagnose
 from gpuwhy.recording import Recording
-from gpuwhy.recording.synth import synthesize
 from gpuwhy.report.html import MAX_HTML_BYTES, write_html
+from support.synth import synthesize
 
 GiB = 2**30
 S = 1_000_000_000
@@ -249,7 +249,7 @@ def input_bound_run(path: Path, *, phase: str = "train", command: tuple[str, ...
 
 
 def synthetic(path: Path, *, hours: float, gpus: int) -> Recording:
-    """CONSTRUCTED at scale by gpuwhy.recording.synth (shaped like a training run, labelled
+    """CONSTRUCTED at scale by tests/support/synth (shaped like a training run, labelled
     synthetic in the recording's meta): GPUs at 10 Hz, epochs, validation, input stalls."""
     synthesize(path, hours=hours, gpus=gpus, rate_hz=10.0, seed=3)
     return Recording.open(path)

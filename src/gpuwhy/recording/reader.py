@@ -7,7 +7,8 @@ run. Long runs are best read through the downsampled tiers (`gpu_tiers`, `util_t
 summaries built on them (`gpu_summary`...), which touch raw samples only at a window's edges.
 A file that cannot be read — missing, empty, cut short, not SQLite, another program's SQLite, a
 newer gpuwhy's — gets one `RecordingError` with a one-line message and the fix, at `open` or, for
-damage deep inside, while iterating. Format-1 files (older gpuwhy) are read too (legacy.py).
+damage deep inside, while iterating.
+Only recording format 2 is read; a format-1 file gets a one-line error saying so.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from gpuwhy.model import (
     UtilKind,
     UtilSample,
 )
-from gpuwhy.recording import blockcolumns, blockreader, legacy, schema, spancolumns
+from gpuwhy.recording import blockcolumns, blockreader, schema, spancolumns
 from gpuwhy.recording.codec import CodecError
 from gpuwhy.recording.reader_tiers import TierReads
 from gpuwhy.recording.spancolumns import SpanColumns
@@ -152,9 +153,13 @@ class Recording(TierReads):
                 f"version reads up to {schema.SCHEMA_VERSION})", "upgrade: pip install -U gpuwhy")
         if version < 1:
             raise RecordingError(f"{self.path} has no recording format version", _NOT_OURS_FIX)
+        if version < schema.SCHEMA_VERSION:
+            raise RecordingError(
+                f"{self.path} was written by an older gpuwhy (recording format {version}; this "
+                f"version reads format {schema.SCHEMA_VERSION} only)",
+                "record the job again with this gpuwhy")
         self.format_version = version
-        if version >= 2:
-            schema.probe(self._db)
+        schema.probe(self._db)
         self.meta = {key: json.loads(value) for key, value in
                      self._db.execute("SELECT key, value FROM meta")}
         columns = ", ".join(schema.DEVICE_COLUMNS)
@@ -188,8 +193,6 @@ class Recording(TierReads):
 
     def _sample_rows(self, spec: StreamSpec, device: int | None, start_ns: int | None,
                      end_ns: int | None) -> Iterator[tuple[Any, ...]]:
-        if self.format_version == 1:
-            return legacy.rows(self._db, spec, start_ns, end_ns, device)
         keys = {} if device is None or not spec.keys else {"device": device}
         return blockreader.rows(self._db, spec, start_ns, end_ns, keys)
 
@@ -221,12 +224,9 @@ class Recording(TierReads):
                 return iter(())
             phase_id = ids[0]
         kind_value = None if kind is None else int(kind)
-        if self.format_version == 1:
-            rows: Iterable[Any] = legacy.span_rows(self._db, kind_value, phase_id)
-        else:
-            keys = {name: value for name, value in (("kind", kind_value), ("phase_id", phase_id))
-                    if value is not None}
-            rows = blockreader.rows(self._db, SPAN, keys=keys)
+        keys = {name: value for name, value in (("kind", kind_value), ("phase_id", phase_id))
+                if value is not None}
+        rows = blockreader.rows(self._db, SPAN, keys=keys)
         phases = self._phases
 
         def make(start: int, _seq: int, kind_value: int, phase_id: int, pid: int | None,
@@ -248,9 +248,8 @@ class Recording(TierReads):
             self._load_phases()
         except sqlite3.Error as error:
             raise self._damaged(error) from error
-        return self._guarded(spancolumns.span_columns(self._db, self.format_version,
-                                                      self._phases, kind, start_ns, end_ns,
-                                                      steps=steps))
+        return self._guarded(spancolumns.span_columns(self._db, self._phases, kind, start_ns,
+                                                      end_ns, steps=steps))
 
     def _guarded(self, items: Iterator[T]) -> Iterator[T]:
         try:
@@ -277,8 +276,6 @@ class Recording(TierReads):
         their counts alone (no data read: for choosing how to read a range)."""
         spec = {s.name: s for s in (GPU, UTIL, HOST, SPAN)}[stream]
         try:
-            if self.format_version == 1:
-                return legacy.row_count(self._db, spec, start_ns, end_ns)
             keys = {} if kind is None else {"kind": int(kind)}
             return blockcolumns.row_count(self._db, spec, start_ns, end_ns, keys,
                                          by_end=spec is SPAN)
@@ -288,19 +285,13 @@ class Recording(TierReads):
     def time_range(self) -> tuple[int, int] | None:
         """(earliest, latest) timestamp of anything recorded, or None for an empty recording."""
         try:
-            if self.format_version == 1:
-                low, high = legacy.time_range(self._db)
-            else:
-                bounds = [blockreader.time_bounds(self._db, spec) for spec in (GPU, UTIL, HOST,
-                                                                               SPAN)]
-                bounds.append(self._db.execute("SELECT MIN(t_ns), MAX(t_ns) FROM events")
-                              .fetchone())
-                lows = [b[0] for b in bounds if b[0] is not None]
-                highs = [b[1] for b in bounds if b[1] is not None]
-                low, high = (min(lows), max(highs)) if lows else (None, None)
+            bounds = [blockreader.time_bounds(self._db, spec) for spec in (GPU, UTIL, HOST, SPAN)]
+            bounds.append(self._db.execute("SELECT MIN(t_ns), MAX(t_ns) FROM events").fetchone())
+            lows = [b[0] for b in bounds if b[0] is not None]
+            highs = [b[1] for b in bounds if b[1] is not None]
         except sqlite3.Error as error:
             raise self._damaged(error) from error
-        return None if low is None else (int(low), int(high))
+        return (int(min(lows)), int(max(highs))) if lows else None
 
     def gpu_averages(self, start_ns: int | None = None, end_ns: int | None = None,
                      ) -> dict[int, dict[str, float | int | None]]:

@@ -34,7 +34,7 @@ class TierReads:
         return tuple(width * NS_PER_S for width in TIER_WIDTHS_S)
 
     def _window(self) -> window.Window:
-        return window.Window(self._db, self.format_version, self._damaged)
+        return window.Window(self._db, self._damaged)
 
     def gpu_tiers(self, width_ns: int, device: int | None = None, start_ns: int | None = None,
                   end_ns: int | None = None) -> Iterator[TierBucket]:
@@ -76,9 +76,6 @@ class TierReads:
     def _tier_columns(self, spec: StreamSpec, width_ns: int, start_ns: int | None,
                       end_ns: int | None, metrics: Collection[str] | None,
                       ) -> Iterator[TierColumns]:
-        if self.format_version == 1:
-            buckets = self._window().tiers(spec, width_ns, None, start_ns, end_ns)
-            return self._guarded(tiercolumns.legacy_tier_columns(buckets, metrics))
         return self._guarded(tiercolumns.tier_columns(self._db, spec, width_ns, None,
                                                       start_ns, end_ns, metrics))
 

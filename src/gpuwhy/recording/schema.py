@@ -6,7 +6,8 @@ Format 2 stores each stream (GPU, utilization, host samples; spans) in compresse
 one per minute of time and GPU (streams.py, codec.py), with per-1 s and per-1 min tiers of every
 metric beside them (tiers.py); the minute still being written lives in plain staging rows, so a
 crash loses at most the last flush. Host CPU percentages are stored in tenths of a percent, which
-is exactly the precision psutil reports them in. Format 1 files are still read (legacy.py).
+is exactly the precision psutil reports them in. Only format 2 is read:
+format 1 predates any release, and the reader refuses it with a one-line message.
 
 The file says what it is twice: `PRAGMA application_id` (so a foreign SQLite file is told apart
 without reading a table) and `PRAGMA user_version` (the schema version, so a newer file is

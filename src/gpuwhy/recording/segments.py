@@ -17,19 +17,29 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection, Container, Iterable, Iterator, Sequence
+from typing import Any, Protocol
 
 from gpuwhy.recording.streams import NS_PER_S, TIER_WIDTHS_S, WINDOW_NS, Column, StreamSpec
 from gpuwhy.recording.tiers import TierBucket, range_columns, tier_layout, to_bucket
 
-if TYPE_CHECKING:
-    from gpuwhy.recording.window import Window
-
 Numbers = Sequence[Any]  # a tier row after its bucket start and keys
 
 
-def summarise(window: Window, spec: StreamSpec, bounds: Sequence[int], device: int | None,
+class StoredReads(Protocol):
+    """The two reads a segment summary needs from an open recording (window.Window has them;
+    declared here so that this module depends on no reader)."""
+
+    def stored(self, spec: StreamSpec, width_s: int, start_ns: int | None, end_ns: int | None,
+               device: int | None, skip_windows: Container[int] = ()) -> Iterable[tuple[Any, ...]]:
+        ...
+
+    def columns(self, spec: StreamSpec, start_ns: int, end_ns: int, device: int | None,
+                skip: Container[str] = ()) -> Iterator[tuple[tuple[Any, ...], list[Column]]]:
+        ...
+
+
+def summarise(window: StoredReads, spec: StreamSpec, bounds: Sequence[int], device: int | None,
               metrics: Collection[str] | None = None) -> list[dict[int | None, TierBucket]]:
     """Per segment `[bounds[i], bounds[i + 1])` (bounds strictly increasing), per key, one
     bucket holding exactly the samples in it. With `metrics` (tier metric names), only those

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 from gpuwhy.model import SpanKind
-from gpuwhy.recording import blockcolumns, legacy
+from gpuwhy.recording import blockcolumns
 from gpuwhy.recording.streams import SPAN
 
 _KINDS = {int(k): k for k in SpanKind}
@@ -36,7 +35,7 @@ class SpanColumns(NamedTuple):
     steps: Sequence[int]
 
 
-def span_columns(db: sqlite3.Connection, version: int, phases: Mapping[int, str],
+def span_columns(db: sqlite3.Connection, phases: Mapping[int, str],
                  kind: SpanKind | None = None, start_ns: int | None = None,
                  end_ns: int | None = None, *, steps: bool = True) -> Iterator[SpanColumns]:
     """Every span of the recording (or of one kind), a block of columns at a time; with
@@ -44,14 +43,10 @@ def span_columns(db: sqlite3.Connection, version: int, phases: Mapping[int, str]
     counts where it starts). With `steps=False` the step columns are not decoded (all NULL):
     for readers of times only."""
     kind_value = None if kind is None else int(kind)
-    blocks: Iterator[tuple[tuple[Any, ...], Sequence[Sequence[Any]]]]
-    if version == 1:
-        blocks = _legacy_blocks(db, kind_value)
-    else:
-        keys = {} if kind_value is None else {"kind": kind_value}
-        skip = ("seq",) if steps else ("seq", "step", "steps")
-        blocks = blockcolumns.block_columns(db, SPAN, start_ns, end_ns, keys=keys, skip=skip,
-                                           by_end=True)
+    keys = {} if kind_value is None else {"kind": kind_value}
+    skip = ("seq",) if steps else ("seq", "step", "steps")
+    blocks: Iterator[tuple[tuple[Any, ...], Sequence[Sequence[Any]]]] = (
+        blockcolumns.block_columns(db, SPAN, start_ns, end_ns, keys=keys, skip=skip, by_end=True))
     windowed = start_ns is not None or end_ns is not None
     for (kind_key, phase_id, pid), full in blocks:
         if windowed:
@@ -75,13 +70,3 @@ def _overlapping(full: Sequence[Sequence[Any]], start_ns: int | None, end_ns: in
     if all(keep):
         return full
     return [list(itertools.compress(column, keep)) for column in full]
-
-
-def _legacy_blocks(db: sqlite3.Connection, kind: int | None,
-                   ) -> Iterator[tuple[tuple[Any, ...], Sequence[Sequence[Any]]]]:
-    """Format 1 keeps a row per span: grouped by (kind, phase, process) here."""
-    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
-    for row in legacy.span_rows(db, kind, None):
-        groups[(row[2], row[3], row[4])].append(row)
-    for key, rows in groups.items():
-        yield key, [list(column) for column in zip(*rows, strict=True)]

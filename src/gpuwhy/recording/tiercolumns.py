@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import sqlite3
-from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
@@ -176,27 +175,3 @@ def _scaled(parts: Sequence[Sequence[Any]], scale: int) -> MetricColumns:
     return MetricColumns(n, [t / scale for t in total],
                          [None if v is None else v / scale for v in low],
                          [None if v is None else v / scale for v in high])
-
-
-def legacy_tier_columns(buckets: Iterator[Any], metrics: Collection[str] | None,
-                        ) -> Iterator[TierColumns]:
-    """The same columns from merged `TierBucket`s (files without stored tiers)."""
-    by_device: dict[int | None, list[Any]] = defaultdict(list)
-    for bucket in buckets:
-        by_device[bucket.device].append(bucket)
-    for device, found in by_device.items():
-        names = {name for bucket in found for name in bucket.names}
-        names = names if metrics is None else names & set(metrics)
-        columns = {}
-        for name in sorted(names):
-            summaries = [bucket.summary(name) for bucket in found]
-            columns[name] = MetricColumns(
-                [0 if s is None else s.n for s in summaries],
-                [0 if s is None else s.total for s in summaries],
-                [None if s is None else s.minimum for s in summaries],
-                [None if s is None else s.maximum for s in summaries])
-        seen = None
-        if found[0].bits and (metrics is None or "clock_event_reasons" in metrics):
-            seen = [sum(bit for bit in bucket.reason_counts) for bucket in found]
-        yield TierColumns(device, found[0].width_ns, [b.t_ns for b in found],
-                          [b.samples for b in found], columns, seen)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Container, Iterable, Iterator,
 from operator import itemgetter
 from typing import Any
 
-from gpuwhy.recording import blockcolumns, blockreader, legacy, segments
+from gpuwhy.recording import blockcolumns, blockreader, segments
 from gpuwhy.recording.codec import CodecError
 from gpuwhy.recording.streams import NS_PER_S, TIER_WIDTHS_S, Column, StreamSpec
 from gpuwhy.recording.tiers import TierBucket, bucket_columns, merge_rows, to_bucket
@@ -32,30 +32,20 @@ def _ceil(value: int, width: int) -> int:
 class Window:
     """Tier and summary queries over one open recording."""
 
-    def __init__(self, db: sqlite3.Connection, version: int,
-                 damaged: Callable[[Exception], Exception]) -> None:
+    def __init__(self, db: sqlite3.Connection, damaged: Callable[[Exception], Exception]) -> None:
         self._db = db
-        self._version = version
         self._damaged = damaged
 
     def _raw(self, spec: StreamSpec, start_ns: int | None, end_ns: int | None,
              device: int | None) -> Iterator[Row]:
-        if self._version == 1:
-            return legacy.rows(self._db, spec, start_ns, end_ns, device)
         keys = {} if device is None or not spec.keys else {"device": device}
         return blockreader.rows(self._db, spec, start_ns, end_ns, keys)
 
     def _stored(self, spec: StreamSpec, width_s: int, start_ns: int | None, end_ns: int | None,
                 device: int | None) -> Iterable[Row]:
-        """Tier rows of a stored width (computed from raw rows for format 1)."""
-        if self._version != 1:
-            keys = {} if device is None or not spec.keys else {"device": device}
-            return blockreader.tier_rows(self._db, spec, width_s, start_ns, end_ns, keys)
-        width_ns = width_s * NS_PER_S
-        low = None if start_ns is None else _ceil(start_ns, width_ns)
-        high = None if end_ns is None else _ceil(end_ns, width_ns)
-        raw = self._raw(spec, low, high, device)
-        return _raw_tiers(spec, raw, width_ns)
+        """Tier rows of a stored width."""
+        keys = {} if device is None or not spec.keys else {"device": device}
+        return blockreader.tier_rows(self._db, spec, width_s, start_ns, end_ns, keys)
 
     def tiers(self, spec: StreamSpec, width_ns: int, device: int | None, start_ns: int | None,
               end_ns: int | None) -> Iterator[TierBucket]:
@@ -78,8 +68,7 @@ class Window:
         """Per key, one bucket holding exactly the samples with start_ns <= t < end_ns."""
         try:
             if start_ns is None or end_ns is None:
-                low, high = blockreader.time_bounds(self._db, spec) if self._version != 1 else \
-                    next(_bounds(self._raw(spec, None, None, None)))
+                low, high = blockreader.time_bounds(self._db, spec)
                 if low is None or high is None:
                     return {}
                 start_ns = low if start_ns is None else start_ns
@@ -110,28 +99,18 @@ class Window:
 
     def stored(self, spec: StreamSpec, width_s: int, start_ns: int | None, end_ns: int | None,
                device: int | None, skip_windows: Container[int] = ()) -> Iterable[Row]:
-        """Tier rows of a stored width (unmerged; see `_stored`); those of the windows in
+        """Tier rows of a stored width (unmerged); those of the windows in
         `skip_windows` may be left out."""
-        if self._version != 1:
-            keys = {} if device is None or not spec.keys else {"device": device}
-            return blockreader.tier_rows(self._db, spec, width_s, start_ns, end_ns, keys,
-                                         skip_windows)
-        return self._stored(spec, width_s, start_ns, end_ns, device)
+        keys = {} if device is None or not spec.keys else {"device": device}
+        return blockreader.tier_rows(self._db, spec, width_s, start_ns, end_ns, keys,
+                                     skip_windows)
 
     def columns(self, spec: StreamSpec, start_ns: int, end_ns: int, device: int | None,
                 skip: Container[str] = ()) -> Iterator[tuple[tuple[Any, ...], list[Column]]]:
         """(key values, time-sorted full columns) of blocks holding rows of the range; fields
         in `skip` may come back all NULL (not decoded)."""
-        if self._version != 1:
-            keys = {} if device is None or not spec.keys else {"device": device}
-            yield from blockcolumns.block_columns(self._db, spec, start_ns, end_ns, keys, skip)
-            return
-        positions = spec.key_positions
-        by_key: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
-        for row in self._raw(spec, start_ns, end_ns, device):
-            by_key[tuple(row[p] for p in positions)].append(row)
-        for key, rows in by_key.items():
-            yield key, [list(column) for column in zip(*rows, strict=True)]
+        keys = {} if device is None or not spec.keys else {"device": device}
+        yield from blockcolumns.block_columns(self._db, spec, start_ns, end_ns, keys, skip)
 
 
 def _plan(start_ns: int, end_ns: int) -> list[tuple[int, int, int]]:
@@ -171,10 +150,3 @@ def _raw_tiers(spec: StreamSpec, rows: Iterable[Row], width_ns: int) -> Iterator
             keys = tuple(group[0][p] for p in key_positions)
             yield from ((row[0], *keys, *row[1:]) for row in zip(*columns, strict=True))
 
-
-def _bounds(rows: Iterable[Row]) -> Iterator[tuple[int | None, int | None]]:
-    low = high = None
-    for row in rows:
-        low = row[0] if low is None else min(low, row[0])
-        high = row[0] if high is None else max(high, row[0])
-    yield low, high

@@ -1,8 +1,10 @@
-"""Helpers shared by the tests (importable as `support`: pyproject puts tests/ on the path)."""
+"""Helpers shared by the tests and benches (importable as `support`: pyproject puts tests/ on the
+path; bench/ scripts add it). `support.synth` makes synthetic recordings at any scale."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -25,3 +27,15 @@ def framework_env(name: str) -> Path:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+def format_1_file(path: Path) -> None:
+    """The header of a format-1 recording (gpuwhy before the block format), which no gpuwhy
+    since reads: enough for the reader to recognise, and refuse, the format."""
+    from gpuwhy.recording import schema
+
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+        db.execute("PRAGMA user_version = 1")
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)")
+    db.close()

@@ -1,14 +1,14 @@
 """Synthetic recordings: N hours × G GPUs at a given rate, shaped like a real training run.
 
 For tests and benchmarks of scale (a day on eight GPUs) on machines without GPUs. The data is
-constructed (synth_shapes.py says how) and labelled so in the recording's meta ("synthetic").
+constructed (shapes.py says how) and labelled so in the recording's meta ("synthetic").
 It is written through the real writer: `via="bulk"` hands each window of samples to the writer
 as columns (`RecordingWriter.put_block`: same blocks, tiers and schema, no per-sample objects:
 a day of 8 GPUs in a few minutes), `via="records"` puts every sample as a record like a live
 sampler does (slower; used to measure the writer itself). Spans and events are put as records in
 both. The same seed gives the same recording either way.
 
-    python -m gpuwhy.recording.synth OUT.gpuwhy.db [--hours 24] [--gpus 8] [--rate 10]
+    PYTHONPATH=tests python -m support.synth OUT.gpuwhy.db [--hours 24] [--gpus 8] [--rate 10]
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuwhy.model import DeviceInfo, Event, GpuSample, HostSample, Span, UtilKind, UtilSample
-from gpuwhy.recording import synth_signals as signals
 from gpuwhy.recording.streams import WINDOW_NS, Column
-from gpuwhy.recording.synth_shapes import NS_PER_S, Timeline
 from gpuwhy.recording.writer import RecordingWriter
+from support.synth import signals
+from support.synth.shapes import NS_PER_S, Timeline
 
 DEFAULT_START_NS = 302_400 * NS_PER_S  # a monotonic clock three and a half days after boot
 H100 = dict(name="NVIDIA H100 80GB HBM3", memory_total_bytes=85_520_809_984,
@@ -71,7 +71,7 @@ def synthesize(path: str | os.PathLike[str], *, hours: float = 24.0, gpus: int =
     end_ns = start_ns + int(hours * 3600 * NS_PER_S)
     writer = RecordingWriter(path)
     writer.set_meta("synthetic", {
-        "generator": "gpuwhy.recording.synth", "seed": seed, "hours": hours, "gpus": gpus,
+        "generator": "tests/support/synth", "seed": seed, "hours": hours, "gpus": gpus,
         "rate_hz": rate_hz, "note": "constructed data shaped like a training run, not measured"})
     for name, value in (("command", ["python", "train.py", "--synthetic"]),
                        ("start_ns", start_ns), ("end_ns", end_ns),

@@ -1,6 +1,6 @@
 """What a synthetic run's GPUs and host report, one window at a time, as full-row columns.
 
-Constructed values (see synth_shapes.py for the run they follow): NVML-shaped GPU samples for
+Constructed values (see shapes.py for the run they follow): NVML-shaped GPU samples for
 each device (the last of several left idle), the driver's buffered utilization samples every
 1/6 s for the busy ones (an idle GPU has none: NVML answers NOT_FOUND, facts.md pitfall 5), and
 host samples every 0.5 s. Values that NVML refreshes in its slow lane (PCIe throughput, the job's
@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from operator import add
 
-from gpuwhy.recording.synth_shapes import (
+from support.synth.shapes import (
     BUFFER_PERIOD_NS,
     GPM_WINDOW_NS,
     NS_PER_S,
