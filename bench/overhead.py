@@ -50,9 +50,9 @@ def _from_recording(record: Path) -> tuple[float, float, float]:
     from gpuwhy.recording import Recording
 
     with Recording.open(record) as recording:
-        meta = recording.meta
-        cost = meta.get("gpuwhy_cost") or {}
-        return (float(meta["end_ns"] - meta["start_ns"]) / 1e9,
+        cost = recording.meta.get("gpuwhy_cost") or {}
+        start, end = recording.run_bounds() or (0, 0)
+        return ((end - start) / 1e9,
                 float(cost.get("recorder_cpu_s") or "nan"), float(cost.get("probe_cpu_s") or "nan"))
 
 

@@ -36,7 +36,6 @@ HERE = Path(__file__).resolve().parent
 # The synthetic recording generator is test support, outside the installed package.
 TESTS = HERE.parent / "tests"
 sys.path.insert(0, str(TESTS))
-NS_PER_S = 1_000_000_000
 
 WRITER_CHILD = f"import sys; sys.path.insert(0, {str(TESTS)!r})" + """
 import json, threading, time

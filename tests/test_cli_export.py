@@ -27,7 +27,7 @@ from gpuwhy.model import (
     UtilSample,
 )
 from gpuwhy.recording import Recording, RecordingWriter
-from gpuwhy.report.perfetto import GPU_COUNTERS, GPU_PID_BASE, HOST_PID, write_trace
+from gpuwhy.report.perfetto.trace import GPU_COUNTERS, GPU_PID_BASE, HOST_PID, write_trace
 
 START = 5_000_000_000_000
 MS = 1_000_000
@@ -239,7 +239,7 @@ def test_long_windows_get_counters_from_the_stored_tiers(tmp_path: Path, capsys)
 
 
 def test_too_many_steps_become_counters_per_process(tmp_path: Path) -> None:
-    from gpuwhy.report.perfetto import trace_plan
+    from gpuwhy.report.perfetto.trace import trace_plan
 
     path = _recording(tmp_path / "run.gpuwhy.db")
     out = tmp_path / "trace.json"

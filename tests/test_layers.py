@@ -9,7 +9,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "gpuwhy"
 
 # Lower number = lower layer. Modules at the package root are the foundation.
 LAYER: dict[str, float] = {
-    "model": 0, "errors": 0, "_version": 0,
+    "model": 0, "errors": 0, "_version": 0, "nvml_codes": 0,
     "wire": 0.5,  # the job-to-run protocol speaks in model records
     "env": 1, "telemetry": 1, "hooks": 1,
     "recording": 2,
@@ -63,3 +63,24 @@ def test_no_framework_is_imported_at_module_level() -> None:
             if top and name.split(".")[0] in HEAVY:
                 problems.append(f"{path.relative_to(SRC)} imports {name} at module level")
     assert problems == []
+
+
+# Inside report/, the page and the trace export are separate outputs: the trace export may reuse
+# the page's tier plan (html.tiers), the page never reaches into the export.
+SUBPACKAGE_ORDER = {"report": {"html": 1, "perfetto": 2}}
+
+
+def test_subpackages_import_one_way() -> None:
+    problems = []
+    for package, order in SUBPACKAGE_ORDER.items():
+        for sub, rank in order.items():
+            for path in (SRC / package / sub).rglob("*.py"):
+                for name, _ in _imports(ast.parse(path.read_text())):
+                    parts = name.split(".")
+                    if parts[:2] != ["gpuwhy", package] or len(parts) < 3:
+                        continue
+                    if parts[2] in order and order[parts[2]] > rank:
+                        problems.append(f"{path.relative_to(SRC)} imports {name}")
+    assert problems == []
+    assert {p.name for p in (SRC / "report").iterdir() if (p / "__init__.py").exists()} == \
+        set(SUBPACKAGE_ORDER["report"])

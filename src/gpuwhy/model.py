@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+JSON_SCHEMA_VERSION = 1  # "schema_version" of the JSON documents: report (schemas/), doctor --json
+NS_PER_S = 1_000_000_000  # every timestamp in gpuwhy is an integer count of nanoseconds
 """Version of the JSON documents gpuwhy writes (doctor --json, run/report --json)."""
 
 

@@ -8,10 +8,11 @@ recordings until those are captured on a GPU machine under tests/data/recordings
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuwhy.analysis.phases import PhaseStats, recording_phase_stats
 from gpuwhy.model import (
     DeviceInfo,
     Event,
@@ -23,6 +24,7 @@ from gpuwhy.model import (
     UtilSample,
 )
 from gpuwhy.recording import Recording, RecordingWriter
+from gpuwhy.recording.spancolumns import SpanColumns
 
 S = 1_000_000_000
 PROVENANCE = "constructed by tests/analysis/constructed.py (not a captured GPU recording)"
@@ -138,3 +140,23 @@ NO_GPU_ENV: dict[str, Any] = {
     ],
 }
 GPU_OK_ENV: dict[str, Any] = {"facts": {"schema_version": 1}, "findings": []}
+
+
+class SpanList:
+    """Span records seen as a recording's span columns (one column block per span): the
+    constructed spans of a test reach the analysis through its real entry point."""
+
+    def __init__(self, spans: Iterable[Span]) -> None:
+        self.spans = list(spans)
+
+    def span_columns(self, kind: SpanKind | None = None) -> Iterator[SpanColumns]:
+        for span in self.spans:
+            if kind is None or span.kind is kind:
+                yield SpanColumns(span.kind, span.phase, span.pid, [span.start_ns],
+                                  [span.end_ns - span.start_ns], [span.step], [span.steps])
+
+
+def phase_stats(spans: Iterable[Span], run_start_ns: int, run_end_ns: int,
+                ) -> dict[str, PhaseStats]:
+    """The phase statistics of constructed spans, through `recording_phase_stats`."""
+    return recording_phase_stats(SpanList(spans), run_start_ns, run_end_ns)

@@ -13,13 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpuwhy.analysis.intervals import Interval, IntervalSet, total_ns, union
-from gpuwhy.analysis.phases import (
-    NS_PER_S,
-    PhaseStats,
-    weighted_percentile,
-    with_pseudo_phases,
-)
-from gpuwhy.model import Span, SpanKind
+from gpuwhy.analysis.phases import PhaseStats, weighted_percentile, with_pseudo_phases
+from gpuwhy.model import NS_PER_S, Span, SpanKind
 
 
 @dataclass

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 from constructed import H100, Run, device
+from reference_alignment import align
 
-from gpuwhy.analysis.alignment import ACTIVE, RUN, align, align_summaries
+from gpuwhy.analysis.alignment import ACTIVE, RUN, align_summaries
 from gpuwhy.analysis.hostwindows import host_window_stats
 from gpuwhy.analysis.intervals import IntervalSet, union
 from gpuwhy.analysis.phases import recording_phase_stats

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from gpuwhy.analysis.intervals import IntervalSet, clip, intersection_ns, total_ns, union
+from gpuwhy.analysis.intervals import IntervalSet, clip, total_ns, union
 
 
 def test_union_merges_overlapping_and_touching_and_drops_empty() -> None:
     assert union([(5, 8), (0, 2), (2, 3), (7, 10), (4, 4)]) == [(0, 3), (5, 10)]
 
 
-def test_total_clip_and_intersection() -> None:
+def test_total_and_clip() -> None:
     spans = union([(0, 10), (20, 30)])
     assert total_ns(spans) == 20
     assert clip(spans, 5, 25) == [(5, 10), (20, 25)]
-    assert intersection_ns(spans, [(8, 22), (29, 40)]) == 2 + 2 + 1
 
 
 def test_interval_set_membership_is_half_open() -> None:

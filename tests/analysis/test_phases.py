@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from constructed import phase_stats
 
-from gpuwhy.analysis.phases import DATA_WAIT, OTHER, phase_stats, weighted_percentile
+from gpuwhy.analysis.phases import DATA_WAIT, OTHER, weighted_percentile
 from gpuwhy.model import Span, SpanKind
 
 MS = 1_000_000

@@ -1,8 +1,9 @@
 """The array-based phase statistics agree exactly with the span-by-span reference.
 
-`phase_stats` (Span records) and `recording_phase_stats` (a recording's span columns) are
-checked against reference_phases.py on captured recordings (tests/data/recordings), synthetic
-ones (tests/support/synth: constructed data shaped like a training run, labelled so) and
+`recording_phase_stats`, given a recording's span columns or constructed spans (as columns of
+one span each), is checked against reference_phases.py on captured recordings
+(tests/data/recordings), synthetic ones (tests/support/synth: constructed data shaped like a
+training run, labelled so) and
 constructed spans with every awkward case: overlapping and nested steps, waits inside steps,
 steps of N steps, processes, zero waits, untimed steps, steps outside their phase's spans.
 """
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import pytest
 import reference_phases
+from constructed import phase_stats
 
-from gpuwhy.analysis.phases import phase_stats, recording_phase_stats
+from gpuwhy.analysis.phases import recording_phase_stats
 from gpuwhy.model import Span, SpanKind
 from gpuwhy.recording import Recording, RecordingWriter
 from support.synth import synthesize

@@ -21,9 +21,9 @@ import pytest
 from test_recording_scale import T0, _constructed
 
 from gpuwhy.errors import RecordingError
-from gpuwhy.model import GpuSample, SpanKind
+from gpuwhy.model import NS_PER_S, GpuSample, SpanKind
 from gpuwhy.recording import Recording, RecordingWriter, codec
-from gpuwhy.recording.streams import NS_PER_S, WINDOW_NS
+from gpuwhy.recording.streams import WINDOW_NS
 from support.synth import synthesize
 
 S = NS_PER_S

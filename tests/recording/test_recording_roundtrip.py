@@ -81,7 +81,7 @@ def test_every_record_type_round_trips_exactly(tmp_path: Path) -> None:
         assert rec.devices == DEVICES
         assert rec.meta["command"] == ["python", "train.py"]
         assert rec.meta["environment"] == {"x": [1]}
-        assert rec.meta["schema_version"] == schema.SCHEMA_VERSION
+        assert rec.meta["schema_version"] == schema.RECORDING_FORMAT_VERSION
         assert rec.meta["writer_dropped"] == 0
         assert list(rec.gpu_samples()) == [records[1], FULL_GPU]
         assert list(rec.util_samples()) == records[2:4]

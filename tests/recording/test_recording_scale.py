@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from gpuwhy.errors import RecordingError
-from gpuwhy.model import GpuSample, HostSample, Span, SpanKind, UtilKind, UtilSample
+from gpuwhy.model import NS_PER_S, GpuSample, HostSample, Span, SpanKind, UtilKind, UtilSample
 from gpuwhy.recording import Recording, RecordingWriter
-from gpuwhy.recording.streams import GPU_METRICS, NS_PER_S, WINDOW_NS
+from gpuwhy.recording.streams import GPU_METRICS, WINDOW_NS
 from support import format_1_file
 from support.synth import synthesize
 

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpuwhy.errors import RecordingError
-from gpuwhy.model import SpanKind
+from gpuwhy.model import NS_PER_S, SpanKind
 from gpuwhy.recording import Recording
-from gpuwhy.recording.streams import NS_PER_S
 from support.synth import main, synthesize
 from support.synth.shapes import STALL_NS
 

@@ -30,7 +30,7 @@ from constructed import GPU_OK_ENV, H100, NO_GPU_ENV, Run, device
 
 from gpuwhy.analysis import diagnose
 from gpuwhy.recording import Recording
-from gpuwhy.report.html import MAX_HTML_BYTES, write_html
+from gpuwhy.report.html.page import MAX_HTML_BYTES, write_html
 from support.synth import synthesize
 
 GiB = 2**30

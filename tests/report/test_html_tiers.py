@@ -15,7 +15,7 @@ from pathlib import Path
 from constructed import GPU_OK_ENV, H100, Run
 
 from gpuwhy.analysis import diagnose
-from gpuwhy.report.html_tiers import (
+from gpuwhy.report.html.tiers import (
     FACTOR,
     MISSING,
     OVERVIEW_BUCKETS,
@@ -29,7 +29,7 @@ from gpuwhy.report.html_tiers import (
     series_tiers,
     tier_bytes,
 )
-from gpuwhy.report.html_timeline import (
+from gpuwhy.report.html.timeline import (
     GPU_METRICS,
     HOST_METRICS,
     _Collector,

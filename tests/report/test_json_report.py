@@ -10,7 +10,7 @@ import pytest
 from constructed import GPU_OK_ENV, H100, NO_GPU_ENV, Run, device
 
 from gpuwhy.analysis import diagnose
-from gpuwhy.model import SCHEMA_VERSION
+from gpuwhy.model import JSON_SCHEMA_VERSION
 from gpuwhy.report import json_report
 
 GiB = 2**30
@@ -50,7 +50,7 @@ def test_every_report_validates_against_the_schema(tmp_path: Path, make: object)
     jsonschema.validate(report, json_report.schema(),
                         format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     assert set(report) >= CONTRACT_KEYS
-    assert report["schema_version"] == SCHEMA_VERSION
+    assert report["schema_version"] == JSON_SCHEMA_VERSION
     assert json.loads(json.dumps(report)) == report  # plain JSON, no NaN
     for phase in report["phases"].values():
         assert set(phase) >= PHASE_KEYS

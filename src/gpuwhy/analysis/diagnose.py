@@ -17,10 +17,10 @@ from gpuwhy.analysis.context import RunContext
 from gpuwhy.analysis.framework import Framework, detect
 from gpuwhy.analysis.hostwindows import host_window_stats
 from gpuwhy.analysis.intervals import Interval, union
-from gpuwhy.analysis.phases import NS_PER_S, OTHER, PhaseStats, recording_phase_stats
+from gpuwhy.analysis.phases import OTHER, PhaseStats, recording_phase_stats
 from gpuwhy.analysis.rules import run_rules
 from gpuwhy.analysis.rules.transfer import link_bandwidth_bytes_per_s
-from gpuwhy.model import DeviceInfo, Event, Finding, Severity, sort_findings
+from gpuwhy.model import NS_PER_S, DeviceInfo, Event, Finding, Severity, sort_findings
 
 if TYPE_CHECKING:
     from gpuwhy.recording.reader import Recording
@@ -60,17 +60,6 @@ class Diagnosis:
     def worst_severity(self) -> Severity | None:
         everything = [*self.findings, *self.environment_findings]
         return min((f.severity for f in everything), key=lambda s: s.rank, default=None)
-
-
-def _run_window(recording: Recording) -> tuple[int, int]:
-    meta = recording.meta
-    start, end = meta.get("start_ns"), meta.get("end_ns")
-    bounds = recording.time_range()
-    if not isinstance(start, int):
-        start = bounds[0] if bounds else 0
-    if not isinstance(end, int):
-        end = bounds[1] if bounds else start
-    return start, max(end, start)
 
 
 def _environment_findings(environment: Mapping[str, Any]) -> list[Finding]:
@@ -169,7 +158,7 @@ def diagnose(recording: Recording, *, environment: Mapping[str, Any] | None = No
     facts = environment.get("facts")
     facts = facts if isinstance(facts, Mapping) else {}
 
-    start_ns, end_ns = _run_window(recording)
+    start_ns, end_ns = recording.run_bounds() or (0, 0)
     duration_s = (end_ns - start_ns) / NS_PER_S
     event_facts = _event_facts(recording.events())
     phases = recording_phase_stats(recording, start_ns, end_ns)

@@ -42,21 +42,6 @@ def clip(disjoint: Sequence[Interval], start_ns: int, end_ns: int) -> list[Inter
     return clipped
 
 
-def intersection_ns(a: Sequence[Interval], b: Sequence[Interval]) -> int:
-    """Length of the overlap of two sorted disjoint interval lists (linear merge)."""
-    i = j = 0
-    overlap = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if hi > lo:
-            overlap += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return overlap
-
-
 class IntervalSet:
     """Disjoint sorted intervals with O(log n) membership: is a sample inside this phase?"""
 

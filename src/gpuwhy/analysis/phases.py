@@ -32,12 +32,11 @@ from gpuwhy.analysis.spanruns import (
     wait_runs,
     waited_ns,
 )
-from gpuwhy.model import Span, SpanKind
+from gpuwhy.model import NS_PER_S, SpanKind
 
 if TYPE_CHECKING:
     from gpuwhy.recording.spancolumns import SpanColumns
 
-NS_PER_S = 1_000_000_000
 OTHER = "other"
 DATA_WAIT = "data_wait"
 PSEUDO_PHASES = frozenset({OTHER, DATA_WAIT})
@@ -98,31 +97,13 @@ def weighted_percentile(values: Sequence[tuple[float, int]], q: float) -> float 
     return pairs[-1][0]
 
 
-def _collect(spans: Iterable[Span]) -> dict[str, _PhaseSpans]:
-    by_phase: dict[str, _PhaseSpans] = defaultdict(_PhaseSpans)
-    for span in spans:
-        if span.end_ns < span.start_ns or (
-            span.end_ns == span.start_ns and span.kind is SpanKind.PHASE
-        ):
-            continue  # a zero WAIT stays: it says "measured, no wait" (docs/hooks.md)
-        entry = by_phase[span.phase]
-        entry.note(span.start_ns)
-        if span.kind is SpanKind.PHASE:
-            entry.phase.append((span.start_ns, span.end_ns))
-        elif span.kind is SpanKind.STEP:
-            entry.steps[span.pid].add(span.start_ns, span.end_ns, span.steps)
-        else:
-            entry.waits[span.pid].add(span.start_ns, span.end_ns, span.steps)
-    return by_phase
-
-
 def _collect_columns(blocks: Iterable[SpanColumns]) -> dict[str, _PhaseSpans]:
-    """What `_collect` builds, from a recording's span columns (no object per span)."""
+    """The spans of every phase, from a recording's span columns (no object per span)."""
     by_phase: dict[str, _PhaseSpans] = defaultdict(_PhaseSpans)
     for block in blocks:
         starts, durations = block.start_ns, block.duration_ns
         is_phase = block.kind is SpanKind.PHASE
-        if min(durations) < (1 if is_phase else 0):  # the spans `_collect` skips
+        if min(durations) < (1 if is_phase else 0):  # reversed spans, empty phases: skipped
             keep = [i for i, d in enumerate(durations) if d > 0 or (d == 0 and not is_phase)]
             if not keep:
                 continue
@@ -190,15 +171,10 @@ class _SpanSource(Protocol):
 
 def recording_phase_stats(recording: _SpanSource, run_start_ns: int, run_end_ns: int,
                           ) -> dict[str, PhaseStats]:
-    """`phase_stats` of every span of a recording, read as stored columns: the same result as
-    `phase_stats(recording.spans(), ...)` in a fraction of the time and memory (a day's million
-    steps: a few seconds and tens of MB instead of minutes and a GB)."""
+    """Named phases in order of first appearance, then "data_wait" (if any) and "other", from
+    every span of a recording read as stored columns (a day's million steps: a few seconds and
+    tens of MB, where an object per span would take minutes and a GB)."""
     return _from_collected(_collect_columns(recording.span_columns()), run_start_ns, run_end_ns)
-
-
-def phase_stats(spans: Iterable[Span], run_start_ns: int, run_end_ns: int) -> dict[str, PhaseStats]:
-    """Named phases in order of first appearance, then "data_wait" (if any) and "other"."""
-    return _from_collected(_collect(spans), run_start_ns, run_end_ns)
 
 
 def _from_collected(by_phase: dict[str, _PhaseSpans], run_start_ns: int, run_end_ns: int,

@@ -18,8 +18,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 
 from gpuwhy.analysis.intervals import Interval, SortedRuns, disjoint
-
-NS_PER_S = 1_000_000_000
+from gpuwhy.model import NS_PER_S
 
 
 class Runs:

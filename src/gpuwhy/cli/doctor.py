@@ -60,7 +60,7 @@ def _handle(args: argparse.Namespace) -> int:
     from gpuwhy.env import collect_facts, evaluate, load_facts, save_facts, verdicts
     from gpuwhy.env.probe_cache import ProbeCache, default_cache_dir
     from gpuwhy.errors import UsageError
-    from gpuwhy.model import SCHEMA_VERSION, Severity
+    from gpuwhy.model import JSON_SCHEMA_VERSION, Severity
 
     if args.from_file is not None:
         if args.timeout is not None:
@@ -77,7 +77,7 @@ def _handle(args: argparse.Namespace) -> int:
     lines = verdicts(facts, findings)
     if args.json:
         document = {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": JSON_SCHEMA_VERSION,
             "facts": facts,
             "findings": [finding.to_dict() for finding in findings],
             "verdicts": lines,

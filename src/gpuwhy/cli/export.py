@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> int:
     from gpuwhy.recording.reader import Recording
-    from gpuwhy.report.perfetto import trace_plan, write_trace
+    from gpuwhy.report.perfetto.trace import trace_plan, write_trace
 
     target = str(args.perfetto)
     if target != "-" and Path(target).resolve() == Path(args.recording).resolve():

@@ -91,7 +91,7 @@ def show(recording: Any, diagnosis: Any | None, problem: str | None, stream: Tex
 
 def show_minimal(recording: Any, stream: TextIO, problem: str | None) -> None:
     """The summary any recording can give (duration, GPU utilization, steps)."""
-    from gpuwhy.runtime.summary import basic_summary, format_basic_summary
+    from gpuwhy.report.summary import basic_summary, format_basic_summary
 
     lines = format_basic_summary(basic_summary(recording))
     if problem:
@@ -110,7 +110,7 @@ def write_json(diagnosis: Any, path: str) -> None:
 
 def write_html(diagnosis: Any, recording: Any, path: str) -> None:
     """Write the self-contained HTML report (timeline from ``recording``) to ``path``."""
-    from gpuwhy.report.html import write_html as write_page
+    from gpuwhy.report.html.page import write_html as write_page
 
     write_page(diagnosis, recording, path)
 

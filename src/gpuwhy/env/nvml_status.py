@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gpuwhy import nvml_codes
+
 OK = "ok"
 LIBRARY_NOT_FOUND = "library_not_found"  # no libnvidia-ml: no user-space driver, or no runtime
 DRIVER_NOT_LOADED = "driver_not_loaded"  # library present, kernel module not running
@@ -13,21 +15,20 @@ FUNCTION_NOT_FOUND = "function_not_found"  # a library too old for the binding
 ERROR = "error"  # any other NVML error
 TIMED_OUT = "timed_out"
 
-# NVML return codes (nvml.h; pynvml.py NVML_ERROR_*).
 _BY_CODE = {
-    4: NO_PERMISSION,
-    9: DRIVER_NOT_LOADED,
-    12: LIBRARY_NOT_FOUND,
-    13: FUNCTION_NOT_FOUND,
-    15: GPU_LOST,
-    18: DRIVER_LIBRARY_MISMATCH,
-    28: NO_GPU,
+    nvml_codes.NO_PERMISSION: NO_PERMISSION,
+    nvml_codes.DRIVER_NOT_LOADED: DRIVER_NOT_LOADED,
+    nvml_codes.LIBRARY_NOT_FOUND: LIBRARY_NOT_FOUND,
+    nvml_codes.FUNCTION_NOT_FOUND: FUNCTION_NOT_FOUND,
+    nvml_codes.GPU_IS_LOST: GPU_LOST,
+    nvml_codes.LIB_RM_VERSION_MISMATCH: DRIVER_LIBRARY_MISMATCH,
+    nvml_codes.GPU_NOT_FOUND: NO_GPU,
 }
 
 
 def classify(code: int | None) -> str:
     """The status for an NVML return code (0 = success)."""
-    if code == 0:
+    if code == nvml_codes.SUCCESS:
         return OK
     return _BY_CODE.get(code if code is not None else -1, ERROR)
 

@@ -108,11 +108,6 @@ def add_poller(poller: Poller) -> None:
         _pollers.append(poller)
 
 
-def remove_poller(poller: Poller) -> None:
-    if poller in _pollers:
-        _pollers.remove(poller)
-
-
 def on_exit(hook: Callable[[], None]) -> None:
     """Run `hook` at interpreter exit, before the final delivery (first registered, first run)."""
     _exit_hooks.append(hook)

@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gpuwhy.recording.reader import Recording
     from gpuwhy.recording.replay import ReplaySource
-    from gpuwhy.recording.schema import SCHEMA_VERSION
+    from gpuwhy.recording.schema import RECORDING_FORMAT_VERSION
     from gpuwhy.recording.tiers import Summary, TierBucket
     from gpuwhy.recording.writer import RecordingWriter
 
 _LAZY = {
     "Recording": "gpuwhy.recording.reader",
     "ReplaySource": "gpuwhy.recording.replay",
-    "SCHEMA_VERSION": "gpuwhy.recording.schema",
+    "RECORDING_FORMAT_VERSION": "gpuwhy.recording.schema",
     "Summary": "gpuwhy.recording.tiers",
     "TierBucket": "gpuwhy.recording.tiers",
     "RecordingWriter": "gpuwhy.recording.writer",
 }
 
-__all__ = ["SCHEMA_VERSION", "Recording", "RecordingWriter", "ReplaySource", "Summary",
+__all__ = ["RECORDING_FORMAT_VERSION", "Recording", "RecordingWriter", "ReplaySource", "Summary",
            "TierBucket"]
 
 

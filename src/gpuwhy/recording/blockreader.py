@@ -18,8 +18,9 @@ from collections.abc import Container, Iterator, Mapping
 from operator import itemgetter
 from typing import Any
 
+from gpuwhy.model import NS_PER_S
 from gpuwhy.recording import codec
-from gpuwhy.recording.streams import NS_PER_S, WINDOW_NS, Column, StreamSpec
+from gpuwhy.recording.streams import WINDOW_NS, Column, StreamSpec
 from gpuwhy.recording.tiers import bucket_columns
 
 Row = tuple[Any, ...]

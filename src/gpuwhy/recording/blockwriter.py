@@ -16,15 +16,9 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
+from gpuwhy.model import NS_PER_S
 from gpuwhy.recording import codec
-from gpuwhy.recording.streams import (
-    BLOCK_ROWS,
-    NS_PER_S,
-    TIER_WIDTHS_S,
-    WINDOW_NS,
-    Column,
-    StreamSpec,
-)
+from gpuwhy.recording.streams import BLOCK_ROWS, TIER_WIDTHS_S, WINDOW_NS, Column, StreamSpec
 from gpuwhy.recording.tiers import bucket_columns
 
 _OPEN_WINDOWS = 2  # windows kept open behind the newest one seen in the stream

@@ -117,7 +117,7 @@ class Recording(TierReads):
         self._phases: dict[int, str] = {}
         self.meta: dict[str, Any] = {}
         self.devices: list[DeviceInfo] = []
-        self.format_version = schema.SCHEMA_VERSION
+        self.format_version = schema.RECORDING_FORMAT_VERSION
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> Recording:
@@ -147,16 +147,17 @@ class Recording(TierReads):
             raise RecordingError(f"{self.path} is an SQLite database but not a gpuwhy recording",
                                  _NOT_OURS_FIX)
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version > schema.SCHEMA_VERSION:
+        if version > schema.RECORDING_FORMAT_VERSION:
             raise RecordingError(
                 f"{self.path} was written by a newer gpuwhy (recording format {version}; this "
-                f"version reads up to {schema.SCHEMA_VERSION})", "upgrade: pip install -U gpuwhy")
+                f"version reads up to {schema.RECORDING_FORMAT_VERSION})",
+                "upgrade: pip install -U gpuwhy")
         if version < 1:
             raise RecordingError(f"{self.path} has no recording format version", _NOT_OURS_FIX)
-        if version < schema.SCHEMA_VERSION:
+        if version < schema.RECORDING_FORMAT_VERSION:
             raise RecordingError(
                 f"{self.path} was written by an older gpuwhy (recording format {version}; this "
-                f"version reads format {schema.SCHEMA_VERSION} only)",
+                f"version reads format {schema.RECORDING_FORMAT_VERSION} only)",
                 "record the job again with this gpuwhy")
         self.format_version = version
         schema.probe(self._db)
@@ -292,6 +293,28 @@ class Recording(TierReads):
         except sqlite3.Error as error:
             raise self._damaged(error) from error
         return (int(min(lows)), int(max(highs))) if lows else None
+
+    def run_bounds(self) -> tuple[int, int] | None:
+        """(start, end) of the run: the times `gpuwhy run` wrote into the meta, each falling back
+        to the first/last record when missing (a crashed writer leaves no end); None when the
+        file holds neither. The one definition every analysis and report uses."""
+        start, end = self.meta.get("start_ns"), self.meta.get("end_ns")
+        if isinstance(start, int) and isinstance(end, int):
+            return start, max(end, start)
+        bounds = self.time_range()
+        if bounds is None and not isinstance(start, int):
+            return None
+        start = start if isinstance(start, int) else bounds[0]  # type: ignore[index]
+        end = end if isinstance(end, int) else (bounds[1] if bounds else start)
+        return start, max(end, start)
+
+    def time_origin(self) -> int:
+        """Time zero for drawing the run: its start, or the first record if that is earlier
+        (nothing drawn may fall before zero); 0 for an empty file."""
+        start = self.meta.get("start_ns")
+        bounds = self.time_range()
+        candidates = ([start] if isinstance(start, int) else []) + ([bounds[0]] if bounds else [])
+        return min(candidates, default=0)
 
     def gpu_averages(self, start_ns: int | None = None, end_ns: int | None = None,
                      ) -> dict[int, dict[str, float | int | None]]:

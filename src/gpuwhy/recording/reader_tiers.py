@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from gpuwhy.errors import RecordingError
 from gpuwhy.recording import tiercolumns, window
-from gpuwhy.recording.streams import GPU, HOST, NS_PER_S, TIER_WIDTHS_S, UTIL, StreamSpec
+from gpuwhy.recording.streams import GPU, HOST, UTIL, StreamSpec
 from gpuwhy.recording.tiercolumns import TierColumns
 from gpuwhy.recording.tiers import TierBucket
 
@@ -27,11 +27,6 @@ class TierReads:
 
     def _guarded(self, items: Iterator[T]) -> Iterator[T]:
         raise NotImplementedError
-
-    @property
-    def tier_widths_ns(self) -> tuple[int, ...]:
-        """Bucket widths stored as tiers; `*_tiers` also take any multiple of one second."""
-        return tuple(width * NS_PER_S for width in TIER_WIDTHS_S)
 
     def _window(self) -> window.Window:
         return window.Window(self._db, self._damaged)

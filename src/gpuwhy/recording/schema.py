@@ -22,37 +22,16 @@ import sqlite3
 from gpuwhy.errors import RecordingError
 from gpuwhy.recording import streams
 
-SCHEMA_VERSION = 2
+RECORDING_FORMAT_VERSION = 2
 """Version of this layout. Bump it (and teach the reader) on any incompatible change."""
-OLDEST_READABLE_VERSION = 1
 
 APPLICATION_ID = 0x67707779  # "gpwy" in ASCII: marks the SQLite file as a gpuwhy recording
 FILE_SUFFIX = ".gpuwhy.db"
 
-# Field order of each record as stored (format 1 tables; format 2 full rows, streams.py); the
-# reader builds records positionally from these, so the order must match the record's field
-# order (tests/recording checks it against model.py).
-GPU_COLUMNS = (
-    "t_ns",
-    "device",
-    "util_gpu_pct",
-    "util_mem_pct",
-    "memory_used_bytes",
-    "sm_clock_mhz",
-    "power_mw",
-    "temperature_c",
-    "pcie_tx_kbps",
-    "pcie_rx_kbps",
-    "pcie_gen",
-    "pcie_width",
-    "clock_event_reasons",
-    "sm_active_permille",
-    "sm_occupancy_permille",
-    "tensor_active_permille",
-    "dram_active_permille",
-    "job_memory_bytes",
-    "job_sm_pct",
-)
+# Field order of each record as stored (full rows, streams.py); the reader builds records
+# positionally from these, so the order must match the record's field order (tests/recording
+# checks it against model.py).
+GPU_COLUMNS = ("t_ns", "device", *streams.GPU_METRICS)
 UTIL_COLUMNS = ("t_ns", "device", "kind", "value_pct")
 HOST_COLUMNS = (
     "t_ns",
@@ -105,7 +84,7 @@ DDL = (
 )""",
     "CREATE INDEX events_by_time ON events (t_ns)",
 )
-"""Statements that create an empty recording of SCHEMA_VERSION."""
+"""Statements that create an empty recording of RECORDING_FORMAT_VERSION."""
 
 TABLES = ("meta", "devices", "phases", "events",
           *(spec.table(kind) for spec in streams.STREAMS for kind in ("staging", "blocks")),
@@ -155,7 +134,7 @@ def create_empty(path: str | os.PathLike[str]) -> sqlite3.Connection:
         # Identity and tables are written in rollback mode, so the main file carries them even if
         # the process dies before the first WAL checkpoint.
         connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        connection.execute(f"PRAGMA user_version = {RECORDING_FORMAT_VERSION}")
         connection.execute("BEGIN")
         for statement in DDL:
             connection.execute(statement)

@@ -20,7 +20,8 @@ import itertools
 from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
-from gpuwhy.recording.streams import NS_PER_S, TIER_WIDTHS_S, WINDOW_NS, Column, StreamSpec
+from gpuwhy.model import NS_PER_S
+from gpuwhy.recording.streams import TIER_WIDTHS_S, WINDOW_NS, Column, StreamSpec
 from gpuwhy.recording.tiers import TierBucket, range_columns, tier_layout, to_bucket
 
 Numbers = Sequence[Any]  # a tier row after its bucket start and keys

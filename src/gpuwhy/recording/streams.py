@@ -13,12 +13,11 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Callable, Container, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from operator import add
 
-from gpuwhy.model import UtilKind
+from gpuwhy.model import NS_PER_S, GpuSample, UtilKind
 
-NS_PER_S = 1_000_000_000
 WINDOW_S = 60
 WINDOW_NS = WINDOW_S * NS_PER_S
 """Blocks cover one window of time (aligned to multiples of it on the monotonic clock)."""
@@ -32,13 +31,10 @@ TIER_WIDTHS_S = (1, 60)
 
 REASON_BITS = 16  # clock-event reason bits counted in tiers (NVML defines bits 0–8, facts.md 1.5)
 
-GPU_METRICS = (
-    "util_gpu_pct", "util_mem_pct", "memory_used_bytes", "sm_clock_mhz", "power_mw",
-    "temperature_c", "pcie_tx_kbps", "pcie_rx_kbps", "pcie_gen", "pcie_width",
-    "clock_event_reasons", "sm_active_permille", "sm_occupancy_permille",
-    "tensor_active_permille", "dram_active_permille", "job_memory_bytes", "job_sm_pct",
-)
-HOST_METRICS = (  # stored in tenths of a percent for the CPU shares, as in format 1
+# Every GPU metric is a field of GpuSample, stored under the same name: the record is the one
+# list of them (after its time and device).
+GPU_METRICS = tuple(f.name for f in fields(GpuSample))[2:]
+HOST_METRICS = (  # the CPU shares stored in tenths of a percent
     "cpu_system_permille", "job_cpu_permille", "job_rss_bytes", "job_processes",
     "memory_available_bytes",
 )

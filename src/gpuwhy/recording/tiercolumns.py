@@ -16,14 +16,9 @@ import sqlite3
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
+from gpuwhy.model import NS_PER_S
 from gpuwhy.recording import blockcolumns
-from gpuwhy.recording.streams import (
-    NS_PER_S,
-    REASON_BITS,
-    TIER_WIDTHS_S,
-    Column,
-    StreamSpec,
-)
+from gpuwhy.recording.streams import REASON_BITS, TIER_WIDTHS_S, Column, StreamSpec
 from gpuwhy.recording.tiers import metric_slots
 
 

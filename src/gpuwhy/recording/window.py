@@ -16,9 +16,10 @@ from collections.abc import Callable, Collection, Container, Iterable, Iterator,
 from operator import itemgetter
 from typing import Any
 
+from gpuwhy.model import NS_PER_S
 from gpuwhy.recording import blockcolumns, blockreader, segments
 from gpuwhy.recording.codec import CodecError
-from gpuwhy.recording.streams import NS_PER_S, TIER_WIDTHS_S, Column, StreamSpec
+from gpuwhy.recording.streams import TIER_WIDTHS_S, Column, StreamSpec
 from gpuwhy.recording.tiers import TierBucket, bucket_columns, merge_rows, to_bucket
 
 Row = tuple[Any, ...]

@@ -97,7 +97,7 @@ class RecordingWriter:
         self._db = schema.create_empty(self.path)
         self._gpu, self._util, self._host, self._spans = (
             StreamWriter(self._db, spec) for spec in streams.STREAMS)
-        self._write_meta("schema_version", schema.SCHEMA_VERSION)
+        self._write_meta("schema_version", schema.RECORDING_FORMAT_VERSION)
         self._write_meta("complete", False)
         self._write_meta("created_ns", clock())
         self._write_meta("created_wall_s", time.time())

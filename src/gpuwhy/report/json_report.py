@@ -21,7 +21,7 @@ from typing import Any
 
 from gpuwhy._version import __version__
 from gpuwhy.analysis import DeviceStats, Diagnosis, PhaseStats
-from gpuwhy.model import SCHEMA_VERSION
+from gpuwhy.model import JSON_SCHEMA_VERSION
 from gpuwhy.report.verdict import verdict
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "report.schema.json"
@@ -96,7 +96,7 @@ def _jsonable(value: Any) -> Any:
 def to_dict(diagnosis: Diagnosis) -> dict[str, Any]:
     """The report contract for one diagnosis, as plain JSON-compatible data."""
     report = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": JSON_SCHEMA_VERSION,
         "command": list(diagnosis.command),
         "exit_code": diagnosis.exit_code,
         "duration_s": _num(diagnosis.duration_s),

@@ -19,11 +19,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpuwhy.model import DeviceInfo, Event, GpuSample, HostSample, Span, UtilKind, UtilSample
+from gpuwhy.model import (
+    NS_PER_S,
+    DeviceInfo,
+    Event,
+    GpuSample,
+    HostSample,
+    Span,
+    UtilKind,
+    UtilSample,
+)
 from gpuwhy.recording.streams import WINDOW_NS, Column
 from gpuwhy.recording.writer import RecordingWriter
 from support.synth import signals
-from support.synth.shapes import NS_PER_S, Timeline
+from support.synth.shapes import Timeline
 
 DEFAULT_START_NS = 302_400 * NS_PER_S  # a monotonic clock three and a half days after boot
 H100 = dict(name="NVIDIA H100 80GB HBM3", memory_total_bytes=85_520_809_984,

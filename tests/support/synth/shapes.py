@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from itertools import accumulate, repeat
 from operator import add
 
-from gpuwhy.model import SpanKind
+from gpuwhy.model import NS_PER_S, SpanKind
 
 NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 BUFFER_PERIOD_NS = 166_667_000  # driver sample period: 1/6 s (facts.md 1.2, the fastest case)
 GPM_WINDOW_NS = BUFFER_PERIOD_NS
 STARTUP_NS = 45 * NS_PER_S  # imports and model building before the first epoch

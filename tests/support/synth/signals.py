@@ -13,10 +13,10 @@ import random
 from collections.abc import Sequence
 from operator import add
 
+from gpuwhy.model import NS_PER_S
 from support.synth.shapes import (
     BUFFER_PERIOD_NS,
     GPM_WINDOW_NS,
-    NS_PER_S,
     STARTUP_NS,
     BusyTime,
     Noise,

@@ -13,8 +13,8 @@ from typing import Any
 
 from gpuwhy.analysis import Diagnosis
 from gpuwhy.analysis.phases import DATA_WAIT, OTHER
+from gpuwhy.model import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 MAX_INTERVALS = 20_000  # phase intervals drawn as bands, all phases together
 
 WAIT_COLOR = "#e67e22"

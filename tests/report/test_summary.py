@@ -11,7 +11,7 @@ from pathlib import Path
 from gpuwhy.model import DeviceInfo, GpuSample, Span, SpanKind
 from gpuwhy.recording.reader import Recording
 from gpuwhy.recording.writer import RecordingWriter
-from gpuwhy.runtime.summary import basic_summary, format_basic_summary
+from gpuwhy.report.summary import basic_summary, format_basic_summary
 
 
 def test_summary_of_a_constructed_two_gpu_recording(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The report's server-rendered sections: verdict, phases with their GPU use, findings.
 
 These read without JavaScript (an e-mail preview shows them); only the timeline is drawn by the
-page's script. Every value is escaped through html_format.esc.
+page's script. Every value is escaped through format.esc.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 
 from gpuwhy.analysis import Diagnosis, PhaseStats
 from gpuwhy.model import Finding
-from gpuwhy.report.html_format import esc, evidence_rows, percent, seconds, with_code
-from gpuwhy.report.html_phases import phase_colors
-from gpuwhy.report.html_redact import redact_command
+from gpuwhy.report.html.format import esc, evidence_rows, percent, seconds, with_code
+from gpuwhy.report.html.phases import phase_colors
+from gpuwhy.report.html.redact import redact_command
 from gpuwhy.report.verdict import verdict
 
 

@@ -7,7 +7,7 @@ the recording's stored tiers fill it instead, read as columns a block at a time 
 the WAIT spans' columns. Memory is the finest tier's buckets
 (bounded by the byte budget), never the samples. The result is plain JSON that the page's script
 draws (assets/timeline.js); its size is bounded by `budget_bytes` plus the phase intervals,
-themselves capped (html_phases.MAX_INTERVALS).
+themselves capped (phases.MAX_INTERVALS).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuwhy.analysis import Diagnosis
-from gpuwhy.model import DeviceInfo, GpuSample, HostSample, SpanKind
-from gpuwhy.report.html_phases import WAIT_COLOR, phase_bands
-from gpuwhy.report.html_tiers import (
+from gpuwhy.model import NS_PER_S, DeviceInfo, GpuSample, HostSample, SpanKind
+from gpuwhy.report.html.phases import WAIT_COLOR, phase_bands
+from gpuwhy.report.html.tiers import (
     Buckets,
     Scale,
     TierPlan,
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from gpuwhy.recording.tiercolumns import TierColumns
     from gpuwhy.recording.tiers import TierBucket
 
-NS_PER_S = 1_000_000_000
 GiB = 2**30
 TIMELINE_BUDGET_BYTES = 4_700_000  # the timeline's JSON when the caller gives no budget
 STRUCTURE_BYTES = 64_000  # labels, colours and keys around the encoded series (a few KB per GPU)
@@ -260,8 +259,7 @@ def timeline_data(diagnosis: Diagnosis, recording: Recording, *,
     """
     meta = recording.meta
     bounds = recording.time_range()
-    start_ns = meta.get("start_ns") if isinstance(meta.get("start_ns"), int) else None
-    start_ns = start_ns if start_ns is not None else (bounds[0] if bounds else 0)
+    start_ns = (recording.run_bounds() or (0, 0))[0]
     end_ns = max(start_ns + round(diagnosis.duration_s * NS_PER_S), bounds[1] if bounds else 0)
     gpu_peek, host_peek = _peek(recording)
     first = min([s.t_ns for s in gpu_peek[:1]] + [s.t_ns for s in host_peek[:1]],

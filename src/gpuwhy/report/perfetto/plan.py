@@ -22,12 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpuwhy.model import SpanKind
+from gpuwhy.model import NS_PER_S, SpanKind
 
 if TYPE_CHECKING:
     from gpuwhy.recording.reader import Recording
 
-NS_PER_S = 1_000_000_000
 RAW_ROWS_MAX = 300_000
 """GPU, driver-utilization and host samples written one by one up to this many (half an hour
 of 8 GPUs at 10 Hz: about a million counter events, ~100 MB, ten-odd seconds)."""

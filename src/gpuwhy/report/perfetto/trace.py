@@ -9,8 +9,8 @@ The file is streamed event by event: memory does not grow with the recording.
 
 A window of the run (`start_s`/`end_s`) exports alone. Long windows carry counters as 1-s or
 1-min means from the recording's tiers, and steps and input waits as counters, so that a day on
-eight GPUs still makes a trace a browser opens (perfetto_plan.py); the trace's "otherData" says
-what it holds. Track names and units: perfetto_tracks.py.
+eight GPUs still makes a trace a browser opens (plan.py); the trace's "otherData" says
+what it holds. Track names and units: tracks.py.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from gpuwhy.model import Span, SpanKind
+from gpuwhy.model import NS_PER_S, Span, SpanKind
 from gpuwhy.recording.reader import Recording
-from gpuwhy.report.perfetto_plan import NS_PER_S, TracePlan, plan_trace
-from gpuwhy.report.perfetto_tiers import step_counters, tier_counters
-from gpuwhy.report.perfetto_tracks import (
+from gpuwhy.report.perfetto.plan import TracePlan, plan_trace
+from gpuwhy.report.perfetto.tiers import step_counters, tier_counters
+from gpuwhy.report.perfetto.tracks import (
     GPU_COUNTERS,
     GPU_PID_BASE,
     HOST_COUNTERS,
@@ -64,20 +64,11 @@ def _metadata(recording: Recording) -> Iterator[dict[str, Any]]:
 
 def trace_plan(recording: Recording, start_s: float | None = None, end_s: float | None = None,
                resolution: str = "auto") -> TracePlan:
-    """What `write_trace` with these arguments writes (perfetto_plan.py)."""
-    origin = _origin(recording)
+    """What `write_trace` with these arguments writes (plan.py)."""
+    origin = recording.time_origin()
     low = None if start_s is None else origin + round(start_s * NS_PER_S)
     high = None if end_s is None else origin + round(end_s * NS_PER_S)
     return plan_trace(recording, low, high, resolution)
-
-
-def _origin(recording: Recording) -> int:
-    """Time zero of the trace: the run's start, or the first record if that is earlier."""
-    bounds = recording.time_range()
-    start_ns = recording.meta.get("start_ns")
-    candidates = [start_ns] if isinstance(start_ns, int) else []
-    candidates += [bounds[0]] if bounds else []
-    return min(candidates, default=0)  # nothing may land before 0
 
 
 def write_trace(recording: Recording, out: TextIO, *, start_s: float | None = None,
@@ -85,11 +76,11 @@ def write_trace(recording: Recording, out: TextIO, *, start_s: float | None = No
                 plan: TracePlan | None = None) -> int:
     """Write the trace of the window [start_s, end_s) (seconds from the run's start; None: the
     whole run) to `out`, streamed; returns the number of trace events. `resolution` ("auto",
-    "raw", "1s", "1min") is how counters are written (perfetto_plan.py says how "auto" picks);
+    "raw", "1s", "1min") is how counters are written (plan.py says how "auto" picks);
     `plan`, from `trace_plan` with the same arguments, saves planning again.
     """
     bounds = recording.time_range()
-    origin = _origin(recording)
+    origin = recording.time_origin()
     plan = plan or trace_plan(recording, start_s, end_s, resolution)
     low, high = plan.start_ns, plan.end_ns
     count = 0

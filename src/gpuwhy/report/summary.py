@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpuwhy.model import SpanKind
+from gpuwhy.model import NS_PER_S, SpanKind
 
 if TYPE_CHECKING:
     from gpuwhy.recording.reader import Recording
@@ -41,11 +41,8 @@ def basic_summary(recording: Recording) -> BasicSummary:
     """Summarise ``recording`` from its exact whole-run GPU summary (stored tiers) and its step
     spans read as columns: under a second for a day of 8 GPUs."""
     meta = recording.meta
-    start, end = meta.get("start_ns"), meta.get("end_ns")
-    duration = (end - start) / 1e9 if isinstance(start, int) and isinstance(end, int) else None
-    if duration is None:
-        bounds = recording.time_range()
-        duration = (bounds[1] - bounds[0]) / 1e9 if bounds else None
+    run = recording.run_bounds()
+    duration = (run[1] - run[0]) / NS_PER_S if run else None
     gpus = []
     whole = recording.gpu_summary()
     for device in recording.devices:

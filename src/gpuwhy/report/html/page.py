@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from gpuwhy.analysis import Diagnosis
 from gpuwhy.errors import UsageError
-from gpuwhy.report.html_format import esc, seconds
-from gpuwhy.report.html_meta import run_section
-from gpuwhy.report.html_phases import phase_colors
-from gpuwhy.report.html_sections import command_text, environment, findings, header, phases
-from gpuwhy.report.html_timeline import timeline_data
+from gpuwhy.report.html.format import esc, seconds
+from gpuwhy.report.html.meta import run_section
+from gpuwhy.report.html.phases import phase_colors
+from gpuwhy.report.html.sections import command_text, environment, findings, header, phases
+from gpuwhy.report.html.timeline import timeline_data
 
 if TYPE_CHECKING:
     from gpuwhy.recording.reader import Recording
@@ -36,7 +36,7 @@ DATA_ELEMENT_ID = "gpuwhy-data"
 
 
 def _asset(name: str) -> str:
-    return (resources.files("gpuwhy.report") / "assets" / name).read_text(encoding="utf-8")
+    return (resources.files("gpuwhy.report.html") / "assets" / name).read_text(encoding="utf-8")
 
 
 def script_json(data: Any) -> str:

@@ -2,7 +2,7 @@
 
 Only named facts are shown. The environment facts the doctor collected (including selected
 environment variables) are never dumped: a report is shared, and variables carry credentials.
-The command is masked by html_redact.
+The command is masked by redact.py.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 from gpuwhy._version import __version__
 from gpuwhy.analysis import DeviceStats, Diagnosis
-from gpuwhy.report.html_format import esc, number, percent, seconds, size
-from gpuwhy.report.html_sections import command_text
+from gpuwhy.report.html.format import esc, number, percent, seconds, size
+from gpuwhy.report.html.sections import command_text
 
 
 def _get(mapping: Any, *keys: str) -> Any:

@@ -1,6 +1,6 @@
 """Trace counters from a recording's stored tiers, and steps and input waits as counters.
 
-For long windows (perfetto_plan.py) a counter carries the mean of each second or minute, read
+For long windows (plan.py) a counter carries the mean of each second or minute, read
 from the recording's 1-s or 1-min tier as columns (a day of 8 GPUs: 11,520 one-minute buckets
 instead of 7 million samples); the clock-event reasons counter carries every reason bit seen in
 the bucket. Steps and input waits too numerous to draw one by one become two counters per
@@ -15,10 +15,10 @@ import operator
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from gpuwhy.model import SpanKind
-from gpuwhy.report.html_tiers import TierPlan, add_coverages
-from gpuwhy.report.perfetto_plan import NS_PER_S, TracePlan
-from gpuwhy.report.perfetto_tracks import (
+from gpuwhy.model import NS_PER_S, SpanKind
+from gpuwhy.report.html.tiers import TierPlan, add_coverages
+from gpuwhy.report.perfetto.plan import TracePlan
+from gpuwhy.report.perfetto.tracks import (
     GPU_COUNTERS,
     GPU_PID_BASE,
     HOST_COUNTERS,
@@ -65,12 +65,7 @@ def tier_counters(recording: Recording, plan: TracePlan, counters: Counters,
 
 def _floor(recording: Recording, low: int | None) -> int:
     """The earliest time a counter may carry: the window's start, else the run's."""
-    if low is not None:
-        return low
-    start = recording.meta.get("start_ns")
-    bounds = recording.time_range()
-    candidates = ([start] if isinstance(start, int) else []) + ([bounds[0]] if bounds else [])
-    return min(candidates, default=0)
+    return low if low is not None else recording.time_origin()
 
 
 def _buckets(parts: Iterable[TierColumns],
@@ -119,7 +114,7 @@ def step_counters(recording: Recording, plan: TracePlan, counters: Counters,
     bounds = recording.time_range()
     if bounds is None:
         return set()
-    low = plan.start_ns if plan.start_ns is not None else _floor(recording, None)
+    low = plan.start_ns if plan.start_ns is not None else recording.time_origin()
     high = plan.end_ns if plan.end_ns is not None else bounds[1] + 1
     origin = low // width * width
     count = max(-(-(high - origin) // width), 1)
