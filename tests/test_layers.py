@@ -1,4 +1,5 @@
-"""The layers import one way (STYLE.md): a module may import only from its own or lower layers."""
+"""The layers import one way (docs/architecture.md): a module may import only from its own or lower
+layers."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ NS_PER_S = 1_000_000_000  # every timestamp in gpuwhy is an integer count of nan
 
 
 class Severity(str, enum.Enum):
-    """How bad a finding is (DESIGN.md, Finding contract)."""
+    """How bad a finding is (docs/architecture.md, Findings)."""
 
     ERROR = "error"  # the GPU cannot be used
     WARNING = "warning"  # the GPU is used poorly
@@ -34,7 +34,7 @@ _SEVERITY_RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 @dataclass(frozen=True)
 class Finding:
-    """One diagnosis: the public contract of every report (DESIGN.md)."""
+    """One diagnosis: the public contract of every report (docs/architecture.md)."""
 
     code: str  # stable UPPER_SNAKE identifier, never renamed
     severity: Severity
@@ -114,7 +114,7 @@ class GpuSample:
     pcie_rx_kbps: int | None = None
     pcie_gen: int | None = None  # current link generation/width (drops when idle)
     pcie_width: int | None = None
-    clock_event_reasons: int | None = None  # NVML bitmask (facts.md 1.5)
+    clock_event_reasons: int | None = None  # NVML bitmask (references.md#nvml-clock-events)
     # GPM (Hopper and newer), in permille (0..1000) of the metric's 0..100 % range.
     sm_active_permille: int | None = None
     sm_occupancy_permille: int | None = None

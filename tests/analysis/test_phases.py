@@ -41,7 +41,7 @@ def test_named_phases_and_other_partition_the_run() -> None:
 
 
 def test_span_covering_n_steps_counts_n_steps_of_its_average_time() -> None:
-    # Keras steps_per_execution=4: one span per 4 steps (facts.md 2.4).
+    # Keras steps_per_execution=4: one span per 4 steps (references.md#keras-steps-per-execution).
     spans = [Span("train", SpanKind.STEP, 0, 400 * MS, step=0, steps=4),
              Span("train", SpanKind.STEP, 400 * MS, 500 * MS, step=4, steps=1)]
     phase = phase_stats(spans, 0, S)["train"]

@@ -83,7 +83,8 @@ def test_throttling_episodes_appear_in_a_long_run(tmp_path: Path) -> None:
         reasons: Counter[int] = Counter()
         for bucket in rec.gpu_tiers(60 * NS_PER_S):
             reasons.update(bucket.reason_counts)
-        assert reasons[4] > 5 * 60  # minutes of power capping (SW_POWER_CAP, facts.md 1.5)
+        # minutes of power capping (SW_POWER_CAP, references.md#nvml-clock-events)
+        assert reasons[4] > 5 * 60
         clocks = rec.gpu_summary()[0].summary("sm_clock_mhz")
         assert clocks is not None and clocks.minimum < 1800 < clocks.maximum
 

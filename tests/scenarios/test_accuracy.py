@@ -4,8 +4,9 @@ Each script in scripts/ runs twice as a real subprocess of `python -m gpuwhy run
 pathology) and with `--fast` (the fix its what-if models). Ground truth is measured, never
 assumed: true speed-up = slow wall / fast wall (the recorded run durations, both under the same
 conditions); true wait fraction = 1 − fast/slow, over the whole run and over the training phase.
-Targets (DESIGN, issue "Scenario suite"): the right primary finding; speed-up estimates within
-25 % of measured; wait fractions within 0.1; no runtime finding at all on the healthy control.
+Targets (docs/findings.md, "How speed-ups are estimated"): the right primary finding; speed-up
+estimates within 25 % of measured; wait fractions within 0.1; no runtime finding at all on the
+healthy control.
 A scenario that misses is measured once more (a busy machine can delay one run's start-up by
 seconds); it fails if the second measurement misses too. The table records the attempt.
 

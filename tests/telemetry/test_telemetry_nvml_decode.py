@@ -57,7 +57,7 @@ def test_clock_event_reasons_decode_to_names() -> None:
     assert nd.decode_clock_event_reasons(0x1) == ["idle"]
     assert nd.decode_clock_event_reasons(0x4 | 0x40) == ["power cap", "hardware thermal"]
     assert nd.decode_clock_event_reasons(0x8 | 0x1000) == ["hardware slowdown", "0x1000"]
-    # The constants agree with the binding's own (facts.md 1.5).
+    # The constants agree with the binding's own (references.md#nvml-clock-events).
     assert pynvml.nvmlClocksEventReasonSwPowerCap == 0x4
     assert pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown == 0x80
     assert nd.THROTTLING_MASK & pynvml.nvmlClocksEventReasonGpuIdle == 0

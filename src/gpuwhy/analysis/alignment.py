@@ -4,7 +4,8 @@ One streaming pass over the recording's GPU samples (memory stays flat however l
 each sample is credited to every window that contains its timestamp — every named phase, "other",
 the whole run, and "active" (any phase). Utilization comes from the driver's buffered samples
 (`nvmlDeviceGetSamples`, ~1/6 s each) where the recording has them, because the polled counter
-averages over up to a second and smooths sub-second input stalls away (facts.md, pitfall 3).
+averages over up to a second and smooths sub-second input stalls away
+(references.md#nvml-utilization).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from gpuwhy.analysis.intervals import Interval, IntervalSet
 RUN = "_run"  # the whole run
 ACTIVE = "_active"  # any named phase: the job's training/evaluation proper
 
-# NVML clock-event reason bits (facts.md 1.5; pynvml nvmlClocksEventReason*).
+# NVML clock-event reason bits (references.md#nvml-clock-events; pynvml nvmlClocksEventReason*).
 GPU_IDLE = 0x1
 
 

@@ -19,7 +19,8 @@ TRAIN = "train"
 
 IDLE_UTIL_PCT = 1.0
 """Below this mean utilization no kernel ran in nearly every sample: NVML reports whole percents
-of "time one or more kernels was executing" (facts.md 1.2), so an unused GPU reads 0."""
+of "time one or more kernels was executing" (references.md#nvml-utilization), so an unused GPU reads
+0."""
 
 
 @dataclass(frozen=True)

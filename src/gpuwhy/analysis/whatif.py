@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 HEALTHY_BUSY = 0.80
 """GPU busy fraction a well-fed job reaches: gpu-idle reports no finding at busy >= 80 %, and
-NVIDIA's DCGM guidance calls SM activity >= 0.8 necessary for effective use (peers.md 7, 8)."""
+NVIDIA's DCGM guidance calls SM activity >= 0.8 necessary for effective use
+(references.md#dcgm-sm-activity)."""
 
 
 @dataclass(frozen=True)

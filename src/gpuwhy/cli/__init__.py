@@ -23,9 +23,9 @@ exit codes:
   0    fine                       1    problems found (an error-severity finding)
   2    usage error or bad file    3    no usable GPU (watch)
   4    a finding listed in --fail-on appeared (run, report)
-  70   internal error (please report it)
-  run: the command's own exit code; 126/127 when it cannot be executed/found;
-       4 only when the command itself succeeded
+  70   internal error: one line, the details in a crash file (please report it)
+  run: the command's own exit code, even when gpuwhy fails after starting it;
+       126/127 when it cannot be executed/found; 4 only when the command itself succeeded
 """
 
 
@@ -74,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # `gpuwhy doctor --json | head`: the reader left; nothing useful to say.
         return ExitCode.OK
+    except Exception as error:  # a bug in gpuwhy: one line, the traceback in a crash file, 70
+        from gpuwhy.cli.crash import report_crash
+
+        return report_crash(error, args_list)
 
 
 def console_main() -> None:

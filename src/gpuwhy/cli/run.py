@@ -16,8 +16,9 @@ from gpuwhy.errors import ExitCode, UsageError
 DESCRIPTION = """\
 Start CMD, sample every GPU and the host while it runs, keep a recording and print a short
 summary on stderr. gpuwhy exits with the command's own exit code (128+N if signal N killed it,
-127 if it was not found, 126 if it could not be executed). The command's input and output pass
-through untouched.
+127 if it was not found, 126 if it could not be executed), also when gpuwhy itself fails once
+the command has started: the command runs on, one line names the crash file, and its exit code
+stands. The command's input and output pass through untouched.
 
 --fail-on: when the command succeeded (exit 0) and a listed finding appears, gpuwhy exits with 4
 and names the findings on stderr; when the command failed, its own exit code wins.
@@ -74,6 +75,7 @@ def register(subparsers: Any) -> None:
 
 
 def _handle(args: argparse.Namespace) -> int:
+    from gpuwhy.cli.crash import CrashWithExitCode
     from gpuwhy.runtime.child import FinishGuard, resolve_command
     from gpuwhy.runtime.job import JobOptions, run_job
     from gpuwhy.runtime.paths import default_recording_path
@@ -110,23 +112,40 @@ def _handle(args: argparse.Namespace) -> int:
             on_started=_live_starter(stderr, quiet=bool(args.quiet)),
             hurry=guard.event,
         )
-        if result.spawn_error is not None:
-            _say(stderr, result.spawn_error.one_line())
-        for error in result.errors:
-            _say(stderr, f"warning: {error}")
-        diagnosis: Any | None = None
-        problem: str | None = "gpuwhy was interrupted before the analysis"
-        # --quiet with no report file and no gate: nothing would read an analysis.
-        wanted = not args.quiet or json_path or html_path or gate is not None
-        if not guard.event.is_set() and wanted:
-            diagnosis, problem = _summarise(
-                record, json_path, html_path, quiet=bool(args.quiet), stream=stderr
+        try:
+            if result.crash is not None:
+                raise result.crash
+            if result.spawn_error is not None:
+                _say(stderr, result.spawn_error.one_line())
+            for error in result.errors:
+                _say(stderr, f"warning: {error}")
+            diagnosis: Any | None = None
+            problem: str | None = "gpuwhy was interrupted before the analysis"
+            # --quiet with no report file and no gate: nothing would read an analysis.
+            wanted = not args.quiet or json_path or html_path or gate is not None
+            if not guard.event.is_set() and wanted:
+                diagnosis, problem = _summarise(
+                    record, json_path, html_path, quiet=bool(args.quiet), stream=stderr
+                )
+            _say(stderr, f"recording saved to {record} (see it again: gpuwhy report {record})")
+            gated = fail_on.exit_code(
+                gate, diagnosis, problem, stderr, job_exit_code=result.exit_code
             )
-        _say(stderr, f"recording saved to {record} (see it again: gpuwhy report {record})")
-        gated = fail_on.exit_code(gate, diagnosis, problem, stderr, job_exit_code=result.exit_code)
+        except Exception as error:
+            raise CrashWithExitCode(_exit_code_after_a_crash(result, gate)) from error
     if gated == ExitCode.INTERNAL and guard.event.is_set():
         return int(ExitCode.INTERRUPTED)  # the gate went unchecked because gpuwhy was stopped
     return result.exit_code if gated is None else gated
+
+
+def _exit_code_after_a_crash(result: Any, gate: Any | None) -> int:
+    """The exit code when gpuwhy failed once the command had been started (README, "Exit
+    codes"): the command's own, as always; 70 only where a --fail-on gate went unchecked on a
+    command that succeeded, as when the analysis fails (a gate that passes unseen would let a
+    regression through)."""
+    if result.exit_code == 0 and gate is not None:
+        return int(ExitCode.INTERNAL)
+    return int(result.exit_code)
 
 
 def _live_starter(stream: TextIO, *, quiet: bool) -> Callable[[Any], Callable[[], None] | None]:

@@ -96,7 +96,7 @@ def probe_machine(
         "container": kind,
         "container_hints": hints,
         "device_nodes": device_nodes,
-        # Present only while the NVIDIA kernel module is loaded (facts.md 1.1).
+        # Present only while the NVIDIA kernel module is loaded (references.md#nvml-init).
         "proc_driver_version": _read_first_line(
             os.path.join(root, "proc", "driver", "nvidia", "version")
         ),

@@ -16,7 +16,7 @@ _DRIVER_VERSION_BUFFER = 80  # NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE (nvml.h)
 
 
 def _load() -> ctypes.CDLL:
-    if sys.platform == "win32":  # same search as the official binding (facts.md 1.0)
+    if sys.platform == "win32":  # same search as the official binding (references.md#nvml-binding)
         import os
 
         windir = os.environ.get("WINDIR", "C:\\Windows")

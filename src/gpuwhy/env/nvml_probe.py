@@ -11,6 +11,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from gpuwhy import nvml_codes
 from gpuwhy.env import nvml_status
 from gpuwhy.env.nvml_ctypes import probe_with_ctypes
 
@@ -63,10 +64,10 @@ def _initialised(nvml: Any, status: str) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "status": status,
         "driver_version": nvml_status.decode(driver) if driver is not None else None,
-        # The highest CUDA the driver supports, e.g. 12080 = 12.8 (facts.md 1.7).
+        # The highest CUDA the driver supports, e.g. 12080 = 12.8 (references.md#nvml-versions).
         "cuda_driver_version": _get(nvml.nvmlSystemGetCudaDriverVersion),
     }
-    # _v2 asks libcuda itself and fails when it is missing (facts.md pitfall 9).
+    # _v2 asks libcuda itself and fails when it is missing (references.md#nvml-versions).
     v2 = getattr(nvml, "nvmlSystemGetCudaDriverVersion_v2", None)
     if v2 is not None:
         try:
@@ -94,7 +95,8 @@ def probe_nvml() -> dict[str, Any]:
     except Exception as error:
         code = getattr(error, "value", None)
         base.update(status=nvml_status.classify(code), error=str(error), error_code=code)
-        if code == 28:  # GpuNotFound: confirm the driver answers with no GPU (facts.md 1.1)
+        # GpuNotFound: confirm the driver answers with no GPU (references.md#nvml-init)
+        if code == nvml_codes.GPU_NOT_FOUND:
             try:
                 nvml.nvmlInitWithFlags(nvml.NVML_INIT_FLAG_NO_GPUS)
             except Exception:

@@ -1,4 +1,5 @@
-"""How an NVML initialisation result is classified (facts.md 1.0-1.1, nvml.h return codes)."""
+"""How an NVML initialisation result is classified (references.md#nvml-init, nvml.h return
+codes)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ def parse_version(text: str | None) -> tuple[int, ...]:
 
 
 def cuda_from_driver_int(value: int) -> tuple[int, int]:
-    """NVML's CUDA driver version integer to (major, minor): 12080 -> (12, 8) (facts.md 1.7)."""
+    """NVML's CUDA driver version integer to (major, minor): 12080 -> (12, 8)
+    (references.md#nvml-versions)."""
     return value // 1000, (value % 1000) // 10
 
 

@@ -134,7 +134,8 @@ class KerasSpans:
 
     def _done(self, phase: str, batch: int) -> None:
         # May run on Keras's callback thread. Keras reports an execution's end as its first
-        # batch + steps_per_execution - 1, even for a shorter last one (facts.md pitfall 16).
+        # batch + steps_per_execution - 1, even for a shorter last one
+        # (references.md#keras-steps-per-execution).
         t = tracker.clock()
         exec_id = self._execs.get(phase, {}).pop(batch - self._steps_per_execution + 1, None)
         if exec_id is not None:

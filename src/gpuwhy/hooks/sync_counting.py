@@ -3,7 +3,7 @@
 Reading a device value on the host (`loss.item()`, `float(loss)`, `.tolist()`, `.cpu()`,
 `print(tensor)`, `torch.cuda.synchronize()`; on TensorFlow `.numpy()`, `float()` of a GPU
 tensor) makes the host wait until the device has run everything queued before it, so host and
-device take turns instead of overlapping (facts.md 4, "Async execution and sync points").
+device take turns instead of overlapping (references.md#torch-sync-points).
 
 Each wrapper calls the original first and returns its result or exception untouched; only when
 the call returned and the value lives off the CPU does it add one to the thread's open step

@@ -29,7 +29,8 @@ a reader holds about a block per key whatever the sampling rate."""
 TIER_WIDTHS_S = (1, 60)
 """Downsampled tiers kept for GPU, utilization and host samples: per 1 s and per 1 min."""
 
-REASON_BITS = 16  # clock-event reason bits counted in tiers (NVML defines bits 0–8, facts.md 1.5)
+# clock-event reason bits counted in tiers (NVML defines bits 0–8, references.md#nvml-clock-events)
+REASON_BITS = 16
 
 # Every GPU metric is a field of GpuSample, stored under the same name: the record is the one
 # list of them (after its time and device).

@@ -25,7 +25,8 @@ REFRESH_S = 0.5
 
 INPUT_BOUND_SHARE = 0.20
 """XProf's Input Pipeline Analyzer calls a job "HIGHLY input-bound" from 20 % of step time
-waiting for input (xprof/convert/op_stats_to_input_pipeline_analysis.cc; reference/peers.md)."""
+waiting for input (xprof/convert/op_stats_to_input_pipeline_analysis.cc;
+references.md#xprof-input-pipeline)."""
 
 _CLEAR = "\r\x1b[K"
 _GIB = 2**30

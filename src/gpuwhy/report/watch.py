@@ -50,7 +50,7 @@ def _ratio(used: float | None, total: float | None, unit: str, scale: float = 1.
 
 
 def _style(util: int | None) -> str:
-    # Display only: nvitop's default colour bands (10 %, 75 %; peers.md §5).
+    # Display only: nvitop's default colour bands (10 %, 75 %; references.md#nvitop).
     if util is None:
         return "dim"
     return "red" if util < 10 else "yellow" if util < 75 else "green"
@@ -69,7 +69,8 @@ def render_gpu(device: DeviceInfo, sample: GpuSample | None, history: Sequence[i
     util.append(f"  {sparkline(history)}", style=_style(s.util_gpu_pct))
     util.append(f"   memory busy {_pct(s.util_mem_pct)}")
     lines: list[RenderableType] = [title, util]
-    if s.sm_active_permille is not None:  # GPM: what "busy" means (facts.md, pitfall 1)
+    # GPM: what "busy" means (references.md#busy-is-not-sm-activity)
+    if s.sm_active_permille is not None:
         gpm = Text("  SM active ")
         gpm.append(_pct(s.sm_active_permille / 10), style="bold")
         gpm.append(f"  occupancy {_pct(_tenth(s.sm_occupancy_permille))}"

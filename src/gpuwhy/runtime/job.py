@@ -48,6 +48,9 @@ class JobResult:
     started: bool  # False when the command could not be started (127/126)
     errors: list[str] = field(default_factory=list)  # problems of gpuwhy's, one line each
     spawn_error: SpawnError | None = None
+    # A bug of gpuwhy's once the command had started: kept, not raised, so the command was still
+    # waited for and its exit code stands (the caller reports it as an internal error).
+    crash: Exception | None = None
 
 
 def run_job(
@@ -62,9 +65,11 @@ def run_job(
     """Run ``options.command`` under recording; returns once it has exited and all is written.
 
     Raises `RecordingError` before anything starts if the recording cannot be created. Every
-    later problem of gpuwhy's own is reported in ``JobResult.errors``, never raised: the job's
-    exit code is what counts. ``hurry`` (see `FinishGuard`) set by a signal before the child
-    starts means it is not started; set afterwards, gpuwhy stops waiting for the probe.
+    later problem of gpuwhy's own is reported in ``JobResult.errors``, and an unexpected
+    exception once the command has started in ``JobResult.crash``, never raised: the command is
+    waited for whatever happens to gpuwhy, and its exit code is what counts. ``hurry`` (see
+    `FinishGuard`) set by a signal before the child starts means it is not started; set
+    afterwards, gpuwhy stops waiting for the probe.
     """
     session = Session(options.record, interval_s=options.interval_s, clock=clock, listen=True)
     session.open()  # may raise RecordingError: nothing has started yet
@@ -79,6 +84,7 @@ def run_job(
             _say(message_fd, note)
 
     exit_code, started, spawn_error = 0, False, None
+    crash: Exception | None = None
     exited_ns = clock()
     probe: EnvironmentProbe | None = None
     stop_display: Callable[[], None] | None = None
@@ -93,15 +99,18 @@ def run_job(
                 raise SpawnError("interrupted before the command started", ExitCode.INTERRUPTED)
             with Child(options.command, env, on_signal=on_signal) as child:
                 started = True
-                session.put(
-                    Event(clock(), "child_started", "command started", {"pid": child.pid})
-                )
-                if options.probe_environment:
-                    probe = EnvironmentProbe(python)
-                    probe.start()
-                session.start(job_pid=child.pid)
-                if on_started is not None:
-                    stop_display = _guarded(lambda: on_started(session), session.errors)
+                try:
+                    session.put(
+                        Event(clock(), "child_started", "command started", {"pid": child.pid})
+                    )
+                    if options.probe_environment:
+                        probe = EnvironmentProbe(python)
+                        probe.start()
+                    session.start(job_pid=child.pid)
+                    if on_started is not None:
+                        stop_display = _guarded(lambda: on_started(session), session.errors)
+                except Exception as error:
+                    crash = error  # the job runs on, perhaps unrecorded, and is waited for
                 exit_code = child.wait()
                 exited_ns = clock()
         except SpawnError as error:
@@ -123,11 +132,22 @@ def run_job(
             else:
                 session.set_meta("environment_error", probe.error)
         session.set_meta("gpuwhy_cost", _own_cost(probe))
+    except Exception as error:
+        if not started:
+            raise
+        crash = crash or error  # the job has ended: its exit code must not be lost
     finally:
         if probe is not None:
             probe.cancel()  # only does something if an error skipped the wait above
-        session.stop(exit_code=exit_code)
-    return JobResult(exit_code, options.record, started, list(session.errors), spawn_error)
+        try:
+            session.stop(exit_code=exit_code)
+        except Exception as error:
+            if not started:
+                raise
+            crash = crash or error
+    return JobResult(
+        exit_code, options.record, started, list(session.errors), spawn_error, crash
+    )
 
 
 def _own_cost(probe: EnvironmentProbe | None) -> dict[str, float | None]:

@@ -1,14 +1,14 @@
 """NvmlSource: every GPU through NVML (nvidia-ml-py), cheap calls per tick, slow ones aside.
 
-Per tick and device (microseconds each, facts.md 1.9): utilization, memory, SM clock, power,
-temperature, clock-event reasons, the driver's buffered utilization samples since the last
-timestamp NVML returned (facts.md 1.3), and GPM metrics on Hopper+ when ≥ 100 ms have passed
-since the previous GPM sample (facts.md 1.8). Calls that cost milliseconds — process lists
-(facts.md 1.4, 1.9) and PCIe throughput, which blocks ~20 ms per counter (facts.md 1.6) — run
-on a separate "slow lane" thread every `slow_interval_s`; each tick merges their latest result,
-so the sampler's period is never stretched by them. A value the GPU does not support is None;
-a device that fails (e.g. GPU lost) stops being read, with an Event; if all fail, `read` raises
-and the sampler marks the source degraded.
+Per tick and device (microseconds each, references.md#nvml-cost): utilization, memory, SM clock,
+power, temperature, clock-event reasons, the driver's buffered utilization samples since the last
+timestamp NVML returned (references.md#nvml-samples), and GPM metrics on Hopper+ when ≥ 100 ms have
+passed since the previous GPM sample (references.md#nvml-gpm). Calls that cost milliseconds —
+process lists (references.md#nvml-processes) and PCIe throughput, which blocks ~20 ms per counter
+(references.md#nvml-pcie) — run on a separate "slow lane" thread every `slow_interval_s`; each tick
+merges their latest result, so the sampler's period is never stretched by them. A value the GPU does
+not support is None; a device that fails (e.g. GPU lost) stops being read, with an Event; if all
+fail, `read` raises and the sampler marks the source degraded.
 """
 
 from __future__ import annotations

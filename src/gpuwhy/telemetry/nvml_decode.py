@@ -1,8 +1,8 @@
 """Pure NVML conversions: error classes, clock-event reasons, timestamps, GPM values, job share.
 
 Everything here works on plain numbers, so it is tested without a GPU; `nvml.py` only makes
-the driver calls and hands their results to these functions. Facts cited as "facts.md N" refer
-to the project's verified NVML notes (nvml.h and the nvidia-ml-py source).
+the driver calls and hands their results to these functions. NVML's behaviour is cited as
+references.md#NAME (docs/references.md, from nvml.h and the nvidia-ml-py source).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ PERMANENTLY_MISSING_CODES = frozenset({
 
 
 class NvmlProblem(enum.Enum):
-    """Why NVML cannot be used on this machine (facts.md 1.1)."""
+    """Why NVML cannot be used on this machine (references.md#nvml-init)."""
 
     NO_LIBRARY = "no_library"
     DRIVER_NOT_LOADED = "driver_not_loaded"
@@ -105,7 +105,8 @@ def no_gpu() -> NvmlUnavailable:
     return NvmlUnavailable(*_PROBLEMS[GPU_NOT_FOUND])
 
 
-# ---- clock-event (throttle) reasons: facts.md 1.5 -------------------------------------------
+# ---- clock-event (throttle) reasons: references.md#nvml-clock-events
+# -------------------------------------------
 CLOCK_EVENT_REASONS: Mapping[int, str] = {
     0x1: "idle",
     0x2: "application clocks",
@@ -134,7 +135,8 @@ def decode_clock_event_reasons(mask: int | None) -> list[str]:
     return names
 
 
-# ---- timestamps of nvmlDeviceGetSamples / GetProcessUtilization: facts.md 1.3 ---------------
+# ---- timestamps of nvmlDeviceGetSamples / GetProcessUtilization: references.md#nvml-samples
+# ---------------
 class TimeDomain(enum.Enum):
     """Which clock NVML's "CPU timestamp in microseconds" turns out to follow."""
 
@@ -171,7 +173,7 @@ def to_monotonic_ns(stamp_us: int, domain: TimeDomain, now_ns: Mapping[TimeDomai
 def new_samples(samples: Iterable[tuple[int, int]], last_seen_us: int
                 ) -> tuple[int, list[tuple[int, int]]]:
     """(timestamp_us, value) samples newer than `last_seen_us`, in time order, and the newest
-    timestamp to pass back next time (only ever one NVML returned: facts.md 1.3)."""
+    timestamp to pass back next time (only ever one NVML returned: references.md#nvml-samples)."""
     fresh = sorted((stamp, value) for stamp, value in samples if stamp > last_seen_us)
     return (fresh[-1][0] if fresh else last_seen_us), fresh
 
@@ -179,7 +181,8 @@ def new_samples(samples: Iterable[tuple[int, int]], last_seen_us: int
 def latest_process_shares(samples: Iterable[tuple[int, int, int]], last_seen_us: int
                           ) -> tuple[dict[int, int], int]:
     """pid -> SM % from (pid, timestamp_us, sm %) process samples (the newest per pid, of those
-    newer than `last_seen_us`), and the timestamp to pass back next time (facts.md 1.4)."""
+    newer than `last_seen_us`), and the timestamp to pass back next time
+    (references.md#nvml-processes)."""
     newest: dict[int, tuple[int, int]] = {}
     for pid, stamp, sm in samples:
         if stamp > last_seen_us and stamp >= newest.get(pid, (-1, 0))[0]:
@@ -188,7 +191,8 @@ def latest_process_shares(samples: Iterable[tuple[int, int, int]], last_seen_us:
     return {pid: sm for pid, (_, sm) in newest.items()}, last
 
 
-# ---- GPM (Hopper and newer): facts.md 1.8 ---------------------------------------------------
+# ---- GPM (Hopper and newer): references.md#nvml-gpm
+# ---------------------------------------------------
 GPM_MIN_INTERVAL_NS = 100_000_000
 """Two GPM samples must be at least 100 ms apart ("due to the internal sample refresh rate")."""
 
@@ -203,7 +207,7 @@ def gpm_permille(percent: float | None) -> int | None:
 # ---- the job's share of a GPU ---------------------------------------------------------------
 @dataclass(frozen=True)
 class GpuProcess:
-    """A compute process on a GPU, as NVML lists it (host pids: facts.md 1.4)."""
+    """A compute process on a GPU, as NVML lists it (host pids: references.md#nvml-processes)."""
 
     pid: int
     memory_bytes: int | None  # None on Windows WDDM

@@ -1,9 +1,9 @@
 """One GPU behind NVML: its description and the per-device state NvmlSource keeps.
 
 The state is what makes NVML's incremental calls right: the last timestamp each buffered-sample
-stream returned (passed back verbatim, facts.md 1.3), the previous GPM sample (facts.md 1.8), the
-clock domain of NVML's timestamps, and the set of calls this GPU does not support (tried once,
-then skipped: an exception per tick would cost more than the reading).
+stream returned (passed back verbatim, references.md#nvml-samples), the previous GPM sample
+(references.md#nvml-gpm), the clock domain of NVML's timestamps, and the set of calls this GPU does
+not support (tried once, then skipped: an exception per tick would cost more than the reading).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from typing import Any
 from gpuwhy.model import DeviceInfo, UtilKind
 from gpuwhy.telemetry import nvml_decode as nd
 
-# NVML_GPM_METRIC_SM_UTIL, _SM_OCCUPANCY, _ANY_TENSOR_UTIL, _DRAM_BW_UTIL (facts.md 1.8)
+# NVML_GPM_METRIC_SM_UTIL, _SM_OCCUPANCY, _ANY_TENSOR_UTIL, _DRAM_BW_UTIL (references.md#nvml-gpm)
 _GPM_METRICS = (2, 3, 5, 10)
 _SAMPLE_TYPES = {UtilKind.GPU: 1, UtilKind.MEMORY: 2}  # NVML_{GPU,MEMORY}_UTILIZATION_SAMPLES
-_UNSIGNED_INT = 1  # NVML_VALUE_TYPE_UNSIGNED_INT: how utilization samples come (facts.md 1.3)
+# NVML_VALUE_TYPE_UNSIGNED_INT: how utilization samples come (references.md#nvml-samples)
+_UNSIGNED_INT = 1
 _NO_GPM: tuple[int | None, int | None, int | None, int | None] = (None, None, None, None)
 
 
@@ -117,7 +118,8 @@ class NvmlDevice:
             gpm_supported=None if gpm is None else bool(gpm.isSupportedDevice),
         )
 
-    # ---- driver-buffered utilization samples (facts.md 1.3) ---------------------------------
+    # ---- driver-buffered utilization samples (references.md#nvml-samples)
+    # ---------------------------------
 
     def _fetch_samples(self, kind: UtilKind, last_seen_us: int) -> list[tuple[int, int]]:
         key = f"samples_{kind.name}"
@@ -150,7 +152,8 @@ class NvmlDevice:
                      for stamp, value in fresh]
         return [(t, min(max(v, 0), 100)) for t, v in converted if t >= self._not_before_ns]
 
-    # ---- GPM (facts.md 1.8) -----------------------------------------------------------------
+    # ---- GPM (references.md#nvml-gpm)
+    # -----------------------------------------------------------------
 
     def _start_gpm(self, now_ns: int) -> None:
         nvml = self.nvml
@@ -195,7 +198,8 @@ class NvmlDevice:
         self._gpm_last_ns = now_ns
         return self._gpm
 
-    # ---- slow lane: PCIe and processes (facts.md 1.4, 1.6) ----------------------------------
+    # ---- slow lane: PCIe and processes (references.md#nvml-processes, references.md#nvml-pcie)
+    # ----------------------------------
 
     def poll_slow(self, job_pids: frozenset[int]) -> None:
         """Measure PCIe traffic and link state and the processes on this GPU (milliseconds)."""

@@ -5,9 +5,10 @@ idle), epochs of training steps with a validation pass after each, steps that wa
 or two for their input except for occasional stalls of a few hundred ms (the data-wait gaps a
 loader shows when it refills a shuffle buffer or opens the next file), power-capped throttling
 episodes now and then, a memory plateau reached while the model is built. Utilization is the
-share of time kernels ran, as NVML defines it (facts.md 1.2/1.3): the polled counter over the
-last second, the driver's buffered samples and GPM over the last 1/6 s, so a stall shows in the
-buffered samples and is smoothed in the polled counter, as on real GPUs (facts.md, pitfall 3).
+share of time kernels ran, as NVML defines it (references.md#nvml-utilization): the polled counter
+over the last second, the driver's buffered samples and GPM over the last 1/6 s, so a stall shows in
+the buffered samples and is smoothed in the polled counter, as on real GPUs
+(references.md#nvml-utilization).
 
 Everything is deterministic from the seed and computed a window at a time, with per-value noise
 taken from precomputed tables by slicing (C speed): a day of 8 GPUs at 10 Hz in about a minute.
@@ -25,7 +26,8 @@ from operator import add
 from gpuwhy.model import NS_PER_S, SpanKind
 
 NS_PER_MS = 1_000_000
-BUFFER_PERIOD_NS = 166_667_000  # driver sample period: 1/6 s (facts.md 1.2, the fastest case)
+# driver sample period: 1/6 s (references.md#nvml-utilization, the fastest case)
+BUFFER_PERIOD_NS = 166_667_000
 GPM_WINDOW_NS = BUFFER_PERIOD_NS
 STARTUP_NS = 45 * NS_PER_S  # imports and model building before the first epoch
 TRAIN_STEPS = 2_000  # per epoch, in a long run (shorter runs get shorter epochs)

@@ -2,9 +2,9 @@
 
 Constructed values (see shapes.py for the run they follow): NVML-shaped GPU samples for
 each device (the last of several left idle), the driver's buffered utilization samples every
-1/6 s for the busy ones (an idle GPU has none: NVML answers NOT_FOUND, facts.md pitfall 5), and
-host samples every 0.5 s. Values that NVML refreshes in its slow lane (PCIe throughput, the job's
-share of the GPU) hold for a second, as gpuwhy's sampler records them.
+1/6 s for the busy ones (an idle GPU has none: NVML answers NOT_FOUND, references.md#nvml-samples),
+and host samples every 0.5 s. Values that NVML refreshes in its slow lane (PCIe throughput, the
+job's share of the GPU) hold for a second, as gpuwhy's sampler records them.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from gpuwhy.analysis.phases import PhaseStats
 
 MIN_PHASE_S = 1.0
 """A phase shorter than this holds too few GPU samples to judge: NVML's utilization period is up
-to 1 s (facts.md 1.2), so one sample can stand for the whole phase."""
+to 1 s (references.md#nvml-utilization), so one sample can stand for the whole phase."""
 
 
 def r(value: float | None, digits: int = 3) -> float | None:

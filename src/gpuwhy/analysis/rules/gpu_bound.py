@@ -1,10 +1,10 @@
 """GPU_BOUND: healthy — the GPU is the bottleneck; what remains is making its work cheaper.
 
 Threshold: the job's GPUs busy >= 80 % of training (gpu-idle reports no finding at busy >= 80 %;
-NVIDIA DCGM calls SM activity >= 0.8 "necessary", peers.md 7, 8) with data wait below XProf's 5 %
-band. Busy time is not SM usage (facts.md, pitfall 1): where SM activity was recorded and stays
-below 0.5 ("likely ineffective", DCGM), the hint is a bigger batch; where tensor cores sat idle,
-mixed precision.
+NVIDIA DCGM calls SM activity >= 0.8 "necessary", references.md#dcgm-sm-activity) with data wait
+below XProf's 5 % band. Busy time is not SM usage (references.md#busy-is-not-sm-activity): where SM
+activity was recorded and stays below 0.5 ("likely ineffective", DCGM), the hint is a bigger batch;
+where tensor cores sat idle, mixed precision.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 HOST_BOUND: while training, the job's GPUs are busy less than 50 % of the time (Nsight Systems
 "GPU Low Utilization" threshold; torch-tb-profiler also advises a larger batch below 50 %,
-peers.md 2, 4) and the steps are not waiting for input (data wait under XProf's 5 % band): the
-host cannot launch work fast enough — Python overhead, kernel launches (5-40 µs each, peers.md
-11), small batches.
+references.md#torch-tb-profiler, references.md#nsight-rules) and the steps are not waiting for
+input (data wait under XProf's 5 % band): the host cannot launch work fast enough — Python
+overhead, kernel launches (5-40 µs each, references.md#nsight-rules), small batches.
 
 SYNC_BOUND is the same symptom with a known cause: the hooks saw device-to-host synchronisations
 (`.item()`, `.cpu()`, `.numpy()` of device values; hooks/sync_counting.py) on every step, which

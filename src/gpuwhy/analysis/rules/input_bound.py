@@ -1,11 +1,11 @@
 """INPUT_BOUND: steps wait for their data.
 
-Threshold (XProf Input Pipeline Analyzer, op_stats_to_input_pipeline_analysis.cc, peers.md 1):
->= 20 % of step time waiting for input is "HIGHLY input-bound", 5-20 % "MODERATELY". Measured on
-the phase's own time from the hooks' WAIT spans, so it needs no GPU samples and holds on a CPU run.
-The moderate band is reported only where it matters for the run: the wait must also be >= 5 % of
-the run's wall time (the same band applied to the whole run), so a short phase's per-batch
-iterator overhead is not raised as a finding worth a 1 % gain.
+Threshold (XProf Input Pipeline Analyzer, op_stats_to_input_pipeline_analysis.cc,
+references.md#xprof-input-pipeline): >= 20 % of step time waiting for input is "HIGHLY input-bound",
+5-20 % "MODERATELY". Measured on the phase's own time from the hooks' WAIT spans, so it needs no GPU
+samples and holds on a CPU run. The moderate band is reported only where it matters for the run: the
+wait must also be >= 5 % of the run's wall time (the same band applied to the whole run), so a short
+phase's per-batch iterator overhead is not raised as a finding worth a 1 % gain.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """MEMORY_PRESSURE: the job's GPU memory peaked near the device's capacity.
 
 Threshold: peak memory above 90 % of the device (torch-tb-profiler's memory rule and gpuprof's
-memory_pressure, peers.md 2, 10). TensorFlow maps nearly all GPU memory at start-up unless memory
-growth is on (facts.md 2.2, pitfall 2), so NVML's "used" memory says nothing about a TensorFlow
-job's needs: the rule stays quiet for TensorFlow rather than raise a false alarm. No speed-up:
-memory near the limit risks out-of-memory errors and allocator churn, not a measurable slowdown.
+memory_pressure, references.md#torch-tb-profiler, 10). TensorFlow maps nearly all GPU memory at
+start-up unless memory growth is on (references.md#tf-devices-memory), so NVML's "used"
+memory says nothing about a TensorFlow job's needs: the rule stays quiet for TensorFlow rather than
+raise a false alarm. No speed-up: memory near the limit risks out-of-memory errors and allocator
+churn, not a measurable slowdown.
 """
 
 from __future__ import annotations

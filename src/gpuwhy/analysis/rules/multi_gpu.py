@@ -1,10 +1,10 @@
 """IDLE_GPUS and GPU_IMBALANCE: on a multi-GPU machine, GPUs the job leaves unused or uses unevenly.
 
 IDLE_GPUS: the job runs on some GPUs while others stay below 1 % utilization with none of the job's
-processes on them (no peer flags this, peers.md "What no peer does" 4; the idle level is NVML's
-"no kernel ran", facts.md 1.2). GPU_IMBALANCE: among the GPUs the job uses, the least busy one is
-more than 20 % below the busiest (SageMaker Debugger LoadBalancing default threshold 0.2,
-peers.md 10).
+processes on them (no peer flags this, references.md#peer-gaps; the idle level is NVML's
+"no kernel ran", references.md#nvml-utilization). GPU_IMBALANCE: among the GPUs the job uses, the
+least busy one is more than 20 % below the busiest (SageMaker Debugger LoadBalancing default
+threshold 0.2, references.md#gpuprof-traceml).
 """
 
 from __future__ import annotations

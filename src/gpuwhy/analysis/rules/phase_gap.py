@@ -2,8 +2,8 @@
 for validation but not for training?", and the reverse).
 
 Threshold: Nsight Systems' "GPU Low Utilization" rule flags time utilization below 50 %
-(gpu_time_util DEFAULT_THRESHOLD, peers.md 4). A gap is one phase at or above 50 % while another
-is below it and at most half as busy, each long enough to hold several samples.
+(gpu_time_util DEFAULT_THRESHOLD, references.md#nsight-rules). A gap is one phase at or above 50 %
+while another is below it and at most half as busy, each long enough to hold several samples.
 """
 
 from __future__ import annotations

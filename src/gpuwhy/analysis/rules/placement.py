@@ -4,8 +4,9 @@
 rules found no error (no missing driver, CPU-only build, hidden devices...) for the job's
 interpreter — where they did, that environment finding is the answer and this rule stays quiet.
 "Never on it" is utilization below 1 % on every GPU while the steps ran (NVML: no kernel ran,
-facts.md 1.2); the job's presence in NVML's process list is reported as evidence only, because
-NVML's PIDs are the host's and miss a job in a container (facts.md, pitfall 6).
+references.md#nvml-utilization); the job's presence in NVML's process list is reported as evidence
+only, because NVML's PIDs are the host's and miss a job in a container
+(references.md#nvml-processes).
 """
 
 from __future__ import annotations

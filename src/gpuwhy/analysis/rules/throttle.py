@@ -1,12 +1,12 @@
 """THROTTLED: the driver held the clocks down for power or heat while the job ran.
 
-Read from NVML's clock-event reasons bitmask (facts.md 1.5), excluding GpuIdle (0x1: clocks drop
-because nothing runs — not a problem) and the informational bits (application clocks, sync boost,
-display clock). Reported when a throttling reason is set in at least 20 % of the job's samples
-(the share XProf treats as "highly" significant, peers.md 1) and the SM clock averaged at least
-15 % below the GPU's maximum (gpuprof's thermal rule: clock drop > 15 %, peers.md 10). Thermal and
-hardware slowdowns are warnings; a software power cap alone is info — a saturated GPU at its power
-limit is normal.
+Read from NVML's clock-event reasons bitmask (references.md#nvml-clock-events), excluding GpuIdle
+(0x1: clocks drop because nothing runs — not a problem) and the informational bits (application
+clocks, sync boost, display clock). Reported when a throttling reason is set in at least 20 % of the
+job's samples (the share XProf treats as "highly" significant, references.md#xprof-input-pipeline)
+and the SM clock averaged at least 15 % below the GPU's maximum (gpuprof's thermal rule: clock drop
+> 15 %, references.md#gpuprof-traceml). Thermal and hardware slowdowns are warnings; a software
+power cap alone is info — a saturated GPU at its power limit is normal.
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """TRANSFER_BOUND: host<->device copies take a large part of the time, judged against the PCIe
-link's own limit (no peer normalises to the link, peers.md "What no peer does" 6).
+link's own limit (no peer normalises to the link, references.md#peer-gaps).
 
 The link's bandwidth per direction is its maximum generation's per-lane rate after line encoding
 times its maximum width (PCI-SIG base specifications: 2.5/5 GT/s with 8b/10b for gen 1/2,
 8/16/32 GT/s with 128b/130b for gen 3/4/5, 64 GT/s PAM4 with 242-of-256-byte FLITs for gen 6).
-NVML's PCIe throughput counter is a 20 ms snapshot in KB/s (facts.md 1.6); its mean over the
-phase divided by the link bandwidth is the share of the phase the link was moving data. At
->= 20 % of step time spent copying, TraceML's H2D_BOUND turns critical (peers.md 10) and XProf
-counts host-to-device time as input time (its 20 % "highly input-bound" band, peers.md 1).
-Only reported while the GPU is below the healthy 80 % busy level: a busy GPU overlaps its copies.
+NVML's PCIe throughput counter is a 20 ms snapshot in KB/s (references.md#nvml-pcie); its mean over
+the phase divided by the link bandwidth is the share of the phase the link was moving data. At
+>= 20 % of step time spent copying, TraceML's H2D_BOUND turns critical
+(references.md#gpuprof-traceml) and XProf counts host-to-device time as input time (its 20 % "highly
+input-bound" band, references.md#xprof-input-pipeline). Only reported while the GPU is below the
+healthy 80 % busy level: a busy GPU overlaps its copies.
 """
 
 from __future__ import annotations

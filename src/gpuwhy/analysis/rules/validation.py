@@ -1,9 +1,10 @@
 """SLOW_VALIDATION: validation takes a large share of the training loop's time.
 
 Threshold: no peer publishes one for validation; we apply XProf's "highly bound" band (20 %,
-peers.md 1) to the share of the training loop (train + validation time) that validation takes.
-A validation set about a fifth the size of the training set, run every epoch forward-only, costs
-well under that, so crossing it means validation is too large, too frequent or too slow.
+references.md#xprof-input-pipeline) to the share of the training loop (train + validation time) that
+validation takes. A validation set about a fifth the size of the training set, run every epoch
+forward-only, costs well under that, so crossing it means validation is too large, too frequent or
+too slow.
 """
 
 from __future__ import annotations

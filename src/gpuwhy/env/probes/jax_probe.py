@@ -2,7 +2,8 @@
 
 JAX reports a missing or failed CUDA backend only through its logger ("CUDA backend failed to
 initialize", "An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not
-installed", facts.md 6); those records are captured. Prints one JSON document on stdout.
+installed", references.md#jax-builds); those records are captured. Prints one JSON document on
+stdout.
 """
 
 from __future__ import annotations

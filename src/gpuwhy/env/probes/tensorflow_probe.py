@@ -2,8 +2,8 @@
 
 Runs in its own process because TensorFlow's initialisation is one-way and can hang on a broken
 driver; the caller kills it at its time-out. Only ``list_physical_devices`` is called: it does not
-create the runtime context (facts.md 2.2). The errors TensorFlow logs while looking (cuInit, dlopen)
-go to stderr, which the caller reads. Prints one JSON document on stdout.
+create the runtime context (references.md#tf-devices-memory). The errors TensorFlow logs while
+looking (cuInit, dlopen) go to stderr, which the caller reads. Prints one JSON document on stdout.
 """
 
 from __future__ import annotations

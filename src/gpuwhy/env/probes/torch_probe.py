@@ -42,7 +42,8 @@ def _probe() -> dict[str, Any]:
         warnings.simplefilter("always")
         try:
             facts["cudnn_version"] = torch.backends.cudnn.version()
-        except Exception as error:  # a cuDNN major-version mismatch raises here (facts.md 4)
+        # a cuDNN major-version mismatch raises here (references.md#torch-builds)
+        except Exception as error:
             facts["cudnn_error"] = f"{type(error).__name__}: {error}"[:500]
         # get_arch_list() answers [] while CUDA is unavailable; the compiled-in flags do not.
         flags = getattr(torch._C, "_cuda_getArchFlags", None)

@@ -4,10 +4,11 @@ CUDA binary compatibility: native code (SASS, `sm_XY`) runs on GPUs of the same 
 equal or higher minor (`sm_80` runs on 8.6); arch-specific `sm_XYa` only on exactly X.Y; PTX
 (`compute_XY`) is JIT-compiled by the driver for any GPU of capability >= X.Y, slowly, at start-up
 (NVIDIA, "CUDA Pro Tip: Understand Fat Binaries and JIT Caching"). TensorFlow: "Packages do not
-contain PTX code except for the latest supported CUDA architecture" (pip.md, facts.md 2.6); the
-2.21 wheel ships sm_60/70/80/89 + compute_90 (facts.md 2.1). PyTorch: the arch flags compiled in
-(`torch._C._cuda_getArchFlags()`; torch warns "... is not compatible with the current PyTorch
-installation", facts.md 4). No GPU at all means nothing to judge.
+contain PTX code except for the latest supported CUDA architecture" (tensorflow.org "Install
+TensorFlow with pip", references.md#tf-install); the 2.21 wheel ships sm_60/70/80/89 + compute_90
+(references.md#tf-build-info). PyTorch: the arch flags compiled in (`torch._C._cuda_getArchFlags()`;
+torch warns "... is not compatible with the current PyTorch installation",
+references.md#torch-builds). No GPU at all means nothing to judge.
 """
 
 from __future__ import annotations

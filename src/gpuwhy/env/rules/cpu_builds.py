@@ -1,9 +1,10 @@
 """CPU_ONLY_BUILD: an installed framework cannot use a GPU whatever the driver.
 
-Sources: TensorFlow's build info (`is_cuda_build`, facts.md 2.1; the plain Linux wheel is a CUDA
-build, pitfall 12); native Windows TensorFlow >= 2.11 has no GPU support (pip.md, facts.md 2.6);
-`torch.version.cuda is None` on CPU wheels (facts.md 4); JAX needs a jax-cuda plugin (facts.md 6);
-macOS has no CUDA at all.
+Sources: TensorFlow's build info (`is_cuda_build`, references.md#tf-build-info; the plain Linux
+wheel is a CUDA build, references.md#tf-build-info); native Windows TensorFlow >= 2.11 has no GPU
+support (tensorflow.org pip guide, references.md#tf-install);
+`torch.version.cuda is None` on CPU wheels (references.md#torch-builds); JAX needs a jax-cuda plugin
+(references.md#jax-builds); macOS has no CUDA at all.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Two distributions that ship the same module (tensorflow and tensorflow-cpu both install
 ``tensorflow/``) overwrite each other's files: the build that imports is whichever was installed
 last, and uninstalling either deletes files the other needs. Deprecations: tensorflow-gpu was
-removed from PyPI in December 2022 (pypi.org/project/tensorflow-gpu, facts.md 2.6).
+removed from PyPI in December 2022 (pypi.org/project/tensorflow-gpu, references.md#tf-install).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """NO_DRIVER, NO_GPU, MIG_ENABLED, MIG_NO_INSTANCES: is there a driver and a GPU at all?
 
-Thresholds and meanings: facts.md 1.1 (NVML initialisation results), NVIDIA Container Toolkit
-docs (NVIDIA_VISIBLE_DEVICES: "void or empty or unset" = no GPU runtime, "none" = driver without
-GPUs), CUDA on WSL User Guide (the Windows driver provides libcuda inside WSL2), MIG User Guide
-(with MIG on, only MIG instances are CUDA devices).
+Thresholds and meanings: references.md#nvml-init (NVML initialisation results), NVIDIA Container
+Toolkit docs (NVIDIA_VISIBLE_DEVICES: "void or empty or unset" = no GPU runtime, "none" = driver
+without GPUs), CUDA on WSL User Guide (the Windows driver provides libcuda inside WSL2), MIG User
+Guide (with MIG on, only MIG instances are CUDA devices).
 """
 
 from __future__ import annotations

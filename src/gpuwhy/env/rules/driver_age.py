@@ -1,10 +1,10 @@
 """DRIVER_TOO_OLD: the driver is older than the CUDA a framework was built with.
 
-NVIDIA CUDA compatibility (facts.md 3): a driver runs applications of any CUDA it supports
-(`nvmlSystemGetCudaDriverVersion`, e.g. 12080 = 12.8) and, through minor-version compatibility,
-any 1x.y of its own major family if it is at least that family's minimum (13.x >= 580, 12.x >= 525,
-11.x >= 450.80.02) — "with limited feature-set": PTX of a newer toolkit cannot be JIT-compiled
-(cudaErrorUnsupportedPtxVersion). Across majors there is no compatibility.
+NVIDIA CUDA compatibility (references.md#cuda-driver-table): a driver runs applications of any CUDA
+it supports (`nvmlSystemGetCudaDriverVersion`, e.g. 12080 = 12.8) and, through minor-version
+compatibility, any 1x.y of its own major family if it is at least that family's minimum (13.x >=
+580, 12.x >= 525, 11.x >= 450.80.02) — "with limited feature-set": PTX of a newer toolkit cannot be
+JIT-compiled (cudaErrorUnsupportedPtxVersion). Across majors there is no compatibility.
 Hence: error below the family (or across majors), warning inside it but below the release's own
 minimum (Table 3).
 """

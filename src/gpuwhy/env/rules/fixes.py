@@ -18,8 +18,8 @@ def pinned(package: str, version: str | None) -> str:
 
 
 def tensorflow_gpu_install(view: View, uninstall: list[str] | None = None) -> str:
-    """The official GPU install (Linux and WSL2: the and-cuda extra, facts.md 2.6; before 2.14
-    there was no extra and the CUDA libraries had to be installed separately)."""
+    """The official GPU install (Linux and WSL2: the and-cuda extra, references.md#tf-install;
+    before 2.14 there was no extra and the CUDA libraries had to be installed separately)."""
     version = base_version(view.framework_version("tensorflow"))
     table = framework_table("tensorflow")
     if version and parse_version(version)[:2] < parse_version(table["and_cuda_extra_from"])[:2]:

@@ -1,12 +1,12 @@
 """MISSING_CUDA_LIBS: a CUDA library a build needs cannot be loaded.
 
 Evidence, best first: the framework's own words (TensorFlow: "Cannot dlopen some GPU libraries",
-facts.md 2.1; JAX: "CUDA backend failed to initialize", facts.md 6; an import that fails on a
-missing .so); then the loader itself (ctypes and the pip nvidia-* wheels the frameworks find
-through their RPATH). Only judged where a GPU answers: with no driver or no GPU this is secondary
-(NO_DRIVER / NO_GPU is the root cause), except an import failure, which stops even CPU use.
-libcuda itself belongs to the driver: NVML working without it is a container started without the
-'compute' capability (NVIDIA Container Toolkit: NVIDIA_DRIVER_CAPABILITIES, default 'utility').
+references.md#tf-build-info; JAX: "CUDA backend failed to initialize", references.md#jax-builds; an
+import that fails on a missing .so); then the loader itself (ctypes and the pip nvidia-* wheels the
+frameworks find through their RPATH). Only judged where a GPU answers: with no driver or no GPU this
+is secondary (NO_DRIVER / NO_GPU is the root cause), except an import failure, which stops even CPU
+use. libcuda itself belongs to the driver: NVML working without it is a container started without
+the 'compute' capability (NVIDIA Container Toolkit: NVIDIA_DRIVER_CAPABILITIES, default 'utility').
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 By default TensorFlow "maps nearly all of the GPU memory of all GPUs … visible to the process";
 memory growth allocates as needed; TF_FORCE_GPU_ALLOW_GROWTH=true enables it (TF GPU guide,
-facts.md 2.2). TensorFlow accepts exactly "true" or "false" and logs an error and ignores any
-other value (tensorflow/core/common_runtime/gpu/gpu_bfc_allocator.cc, GetAllowGrowthValue). Keras 3
-sets the variable to "true" itself when its backend is not tensorflow (facts.md 2.2). Only said
-when TensorFlow can actually use a GPU here.
+references.md#tf-devices-memory). TensorFlow accepts exactly "true" or "false" and logs an error and
+ignores any other value (tensorflow/core/common_runtime/gpu/gpu_bfc_allocator.cc,
+GetAllowGrowthValue). Keras 3 sets the variable to "true" itself when its backend is not tensorflow
+(references.md#tf-devices-memory). Only said when TensorFlow can actually use a GPU here.
 """
 
 from __future__ import annotations

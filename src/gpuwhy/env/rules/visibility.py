@@ -2,9 +2,9 @@
 
 CUDA_VISIBLE_DEVICES (CUDA Programming Guide, "CUDA Environment Variables"): an empty value hides
 every device; entries are indices or (prefixes of) GPU-/MIG- UUIDs; at the first invalid entry
-the list stops, so "-1" or "-1,0" hide everything. NVML ignores the variable (facts.md
-pitfall 22), so the GPUs it lists are the machine's. JAX_PLATFORMS / JAX_PLATFORM_NAME without
-cuda/gpu keep JAX on the CPU (facts.md 6).
+the list stops, so "-1" or "-1,0" hide everything. NVML ignores the variable
+(references.md#nvml-init), so the GPUs it lists are the machine's. JAX_PLATFORMS / JAX_PLATFORM_NAME
+without cuda/gpu keep JAX on the CPU (references.md#jax-builds).
 """
 
 from __future__ import annotations
