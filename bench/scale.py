@@ -51,7 +51,7 @@ def mark(done, total):
         if thread.name == "gpuwhy-writer" and thread.ident is not None:
             cpu["s"] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
 result = synthesize(sys.argv[1], hours=float(sys.argv[2]), gpus=int(sys.argv[3]),
-                    via="records", on_window=mark)
+                    via="records", on_slot=mark)
 records = result.gpu_samples + result.util_samples + result.host_samples + result.spans
 print(json.dumps({"marks": marks, "seconds": result.seconds, "gpu": result.gpu_samples,
                   "writer_cpu_s": cpu["s"], "records": records}))

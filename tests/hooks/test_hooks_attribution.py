@@ -9,12 +9,12 @@ from __future__ import annotations
 from gpuwhy.hooks.attribution import (
     BUSY_AT_DELIVERY,
     BUSY_AT_REQUEST,
+    CHECKED,
     DONE,
     EXPECT_DONE,
     LAST,
     OVERLAP,
     PHASE,
-    PROBED,
     PULL,
     SRC_GRAPH,
     SRC_HOST,
@@ -201,14 +201,14 @@ def test_readiness_checks_decide_the_first_pull() -> None:
     # Asynchronous device with a readiness check around each pull (JAX is_ready, CUDA event).
     mode = SRC_HOST | EXPECT_DONE
     late_stamp = (DONE, 1, ms(30))  # the completion stamp came late (a busy callback thread)
-    idle = Attributor().feed([(PULL, 2, ms(1), ms(10), PROBED), step(1, 1, 11, 2, 1, mode),
+    idle = Attributor().feed([(PULL, 2, ms(1), ms(10), CHECKED), step(1, 1, 11, 2, 1, mode),
                               late_stamp, (DONE, 2, ms(40))], [], ms(40), PID)
     assert waits(idle) == [(1, 10, 1, 1)]  # idle when asked: the whole pull waited
     hidden = Attributor().feed(
-        [(PULL, 2, ms(1), ms(10), PROBED | BUSY_AT_REQUEST | BUSY_AT_DELIVERY),
+        [(PULL, 2, ms(1), ms(10), CHECKED | BUSY_AT_REQUEST | BUSY_AT_DELIVERY),
          step(1, 1, 11, 2, 1, mode), (DONE, 1, ms(12)), (DONE, 2, ms(40))], [], ms(40), PID)
     assert waits(hidden) == [(10, 10, 1, 1)]  # busy throughout: nothing waited
     finished = Attributor().feed(
-        [(PULL, 2, ms(1), ms(10), PROBED | BUSY_AT_REQUEST), step(1, 1, 11, 2, 1, mode),
+        [(PULL, 2, ms(1), ms(10), CHECKED | BUSY_AT_REQUEST), step(1, 1, 11, 2, 1, mode),
          (DONE, 1, ms(4)), (DONE, 2, ms(40))], [], ms(40), PID)
     assert waits(finished) == [(4, 10, 1, 1)]  # finished during the pull, at its stamp

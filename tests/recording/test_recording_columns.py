@@ -2,7 +2,7 @@
 columns, row counts, and column-selective block decoding — each checked against the plain
 record-by-record reads on the same file.
 
-Recordings are constructed here (irregular samples, NULLs, late records, open windows) or
+Recordings are constructed here (irregular samples, NULLs, late records, open slots) or
 synthetic (tests/support/synth: constructed data shaped like a training run on H100s,
 labelled so in their meta).
 """
@@ -23,7 +23,7 @@ from test_recording_scale import T0, _constructed
 from gpuwhy.errors import RecordingError
 from gpuwhy.model import NS_PER_S, GpuSample, SpanKind
 from gpuwhy.recording import Recording, RecordingWriter, codec
-from gpuwhy.recording.streams import WINDOW_NS
+from gpuwhy.recording.streams import SLOT_NS
 from support.synth import synthesize
 
 S = NS_PER_S
@@ -34,7 +34,7 @@ def _bounds(rng: random.Random, low: int, high: int, count: int) -> list[int]:
     points = {low - 7 * S, high + 3 * S}
     for _ in range(count):
         t = rng.randrange(low, high)
-        points.add(rng.choice((t, t // WINDOW_NS * WINDOW_NS, t // S * S, t + 50_000)))
+        points.add(rng.choice((t, t // SLOT_NS * SLOT_NS, t // S * S, t + 50_000)))
     return sorted(points)
 
 
@@ -81,7 +81,7 @@ def test_segment_summaries_of_chosen_metrics_leave_the_others_out(synthetic: Pat
 
 def test_segment_summaries_of_irregular_and_live_files(tmp_path: Path) -> None:
     path = tmp_path / "irregular.gpuwhy.db"
-    _constructed(path)  # NULLs, a late sample in a window closed long before, uneven times
+    _constructed(path)  # NULLs, a late sample in a slot closed long before, uneven times
     rng = random.Random(3)
     with Recording.open(path) as rec:
         low, high = rec.time_range()
@@ -98,7 +98,7 @@ def test_segment_summaries_of_irregular_and_live_files(tmp_path: Path) -> None:
         for i in range(2_500):
             writer.put(GpuSample(T0 + i * 10**8, i % 2, util_gpu_pct=i % 100))
         writer.flush()
-        with Recording.open(live) as rec:  # the newest windows are still staging rows
+        with Recording.open(live) as rec:  # the newest slots are still staging rows
             low, high = rec.time_range()
             bounds = _bounds(rng, low, high, 12)
             for i, found in enumerate(rec.gpu_segments(bounds)):
@@ -212,7 +212,7 @@ def test_decoding_chosen_columns_gives_the_same_values(tmp_path: Path) -> None:
 
     path = tmp_path / "bad.gpuwhy.db"
     writer = RecordingWriter(path)
-    for i in range(3 * WINDOW_NS // 10**8):
+    for i in range(3 * SLOT_NS // 10**8):
         writer.put(GpuSample(T0 + i * 10**8, 0, util_gpu_pct=i % 100))
     writer.close()
     with sqlite3.connect(path) as db:

@@ -22,11 +22,11 @@ import pytest
 from gpuwhy.errors import RecordingError
 from gpuwhy.model import NS_PER_S, GpuSample, HostSample, Span, SpanKind, UtilKind, UtilSample
 from gpuwhy.recording import Recording, RecordingWriter
-from gpuwhy.recording.streams import GPU_METRICS, WINDOW_NS
+from gpuwhy.recording.streams import GPU_METRICS, SLOT_NS
 from support import format_1_file
 from support.synth import synthesize
 
-T0 = 5_000 * NS_PER_S + 123_456  # not aligned to a second: buckets cut windows unevenly
+T0 = 5_000 * NS_PER_S + 123_456  # not aligned to a second: buckets cut slots unevenly
 
 
 def _expected(samples: list[Any], fields: tuple[str, ...], width_ns: int,
@@ -57,9 +57,9 @@ def _got(buckets: Any) -> dict[tuple[int, Any], dict[str, tuple[Any, ...]]]:
 
 
 def _constructed(path: Path) -> list[Any]:
-    """Irregular constructed samples: NULLs, late and out-of-order records, a window left open."""
+    """Irregular constructed samples: NULLs, late and out-of-order records, a slot left open."""
     records: list[Any] = []
-    for i in range(3_000):  # 5 minutes at 10 Hz on 2 GPUs, then a later window
+    for i in range(3_000):  # 5 minutes at 10 Hz on 2 GPUs, then a later slot
         t = T0 + i * 100_000_000 + (i * 7919) % 3_000_000
         for device in (0, 1):
             records.append(GpuSample(
@@ -72,7 +72,7 @@ def _constructed(path: Path) -> list[Any]:
         records.append(UtilSample(t + 30_000_000, 0, UtilKind.MEMORY, (i * 5) % 101))
         if i % 5 == 0:
             records.append(HostSample(t, cpu_system_pct=(i % 1000) / 10, job_rss_bytes=i << 20))
-    late = GpuSample(T0 + 5 * 100_000_000 + 1, 1, util_gpu_pct=55)  # a window closed long ago
+    late = GpuSample(T0 + 5 * 100_000_000 + 1, 1, util_gpu_pct=55)  # a slot closed long ago
     records.append(late)
     writer = RecordingWriter(path)
     for record in records:
@@ -128,7 +128,7 @@ def test_window_summaries_are_exact_for_any_window(tmp_path: Path) -> None:
             assert set(averages) == {s.device for s in inside}
 
 
-def test_a_live_recording_reads_open_windows_from_staging(tmp_path: Path) -> None:
+def test_a_live_recording_reads_open_slots_from_staging(tmp_path: Path) -> None:
     path = tmp_path / "live.gpuwhy.db"
     writer = RecordingWriter(path, flush_interval_s=60.0)
     try:
@@ -139,11 +139,11 @@ def test_a_live_recording_reads_open_windows_from_staging(tmp_path: Path) -> Non
         writer.flush()
         with Recording.open(path) as rec:
             assert not rec.complete
-            assert list(rec.gpu_samples()) == samples  # packed windows and staging rows
+            assert list(rec.gpu_samples()) == samples  # packed slots and staging rows
             tiers = list(rec.gpu_tiers(60 * NS_PER_S))
             assert sum(b.samples for b in tiers) == len(samples)
             assert [s.step for s in rec.spans()] == [0]
-        with sqlite3.connect(path) as db:  # the newest windows are still staged, not packed
+        with sqlite3.connect(path) as db:  # the newest slots are still staged, not packed
             assert db.execute("SELECT COUNT(*) FROM gpu_staging").fetchone()[0] > 0
         db.close()
     finally:
@@ -194,7 +194,7 @@ MEMORY_CHILD = textwrap.dedent("""
     def mark(done, total):
         if done == 5:
             marks["write_early_kib"] = peak()
-    synthesize(sys.argv[1], hours=float(sys.argv[2]), gpus=8, via="records", on_window=mark)
+    synthesize(sys.argv[1], hours=float(sys.argv[2]), gpus=8, via="records", on_slot=mark)
     marks["write_end_kib"] = peak()
     with Recording.open(sys.argv[1]) as rec:
         for count, _ in enumerate(rec.gpu_samples()):
@@ -214,7 +214,7 @@ def test_writer_and_reader_memory_stay_flat(tmp_path: Path) -> None:
                           "0.5"], capture_output=True, text=True, timeout=300, check=True,
                          env=env)
     marks = json.loads(out.stdout)
-    # 144,000 GPU samples as objects would take ~30 MB; what is held is a window or two.
+    # 144,000 GPU samples as objects would take ~30 MB; what is held is a slot or two.
     assert marks["write_end_kib"] - marks["write_early_kib"] < 12 * 1024, marks
     assert marks["read_end_kib"] - marks["read_early_kib"] < 8 * 1024, marks
 
@@ -230,7 +230,7 @@ def test_format_1_recordings_are_refused_in_one_line(tmp_path: Path) -> None:
 def test_a_damaged_block_is_a_recording_error(tmp_path: Path) -> None:
     path = tmp_path / "bad.gpuwhy.db"
     writer = RecordingWriter(path)
-    for i in range(3 * WINDOW_NS // 10**8):
+    for i in range(3 * SLOT_NS // 10**8):
         writer.put(GpuSample(T0 + i * 10**8, 0, util_gpu_pct=i % 100))
     writer.close()
     with sqlite3.connect(path) as db:
@@ -241,7 +241,7 @@ def test_a_damaged_block_is_a_recording_error(tmp_path: Path) -> None:
         list(rec.gpu_samples())
 
 
-def test_a_fast_stream_packs_a_window_into_several_blocks(tmp_path: Path) -> None:
+def test_a_fast_stream_packs_a_slot_into_several_blocks(tmp_path: Path) -> None:
     path = tmp_path / "fast.gpuwhy.db"
     samples = [GpuSample(T0 + i * 2_000_000, d, util_gpu_pct=(i + d) % 101)  # 500 Hz, 2 GPUs
                for i in range(6_000) for d in (1, 0)]

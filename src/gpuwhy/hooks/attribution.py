@@ -51,7 +51,7 @@ LAST = 16  # the step was ended by its phase or epoch ending, not by the next st
 
 # PULL busy bits: a non-blocking readiness check of the previous execution's results, taken
 # when the pull was requested and when it was delivered (JAX `is_ready`, a CUDA event query).
-PROBED = 1  # the checks were made
+CHECKED = 1  # the busy checks were made (the other bits say what they found)
 BUSY_AT_REQUEST = 2  # the device was still running the previous execution at the request
 BUSY_AT_DELIVERY = 4  # ... and still at the delivery: the pull hid behind compute entirely
 
@@ -115,7 +115,7 @@ class Attributor:
                 out.append(Span(item[1], SpanKind.PHASE, item[2], item[3], pid=pid))
             elif tag == PULL:
                 self._host_pulls.setdefault(item[1], []).append((item[2], item[3]))
-                if item[4] & PROBED:
+                if item[4] & CHECKED:
                     self._busy[(item[1], item[2])] = item[4]
             elif tag == DONE:  # several stamps may come (return, batch end): the earliest
                 self._done[item[1]] = min(item[2], self._done.get(item[1], item[2]))
@@ -225,7 +225,7 @@ class Attributor:
             request = delivered  # the device never idled during this pull
         elif busy & BUSY_AT_REQUEST:  # it finished during the pull: at its stamp, or later
             request = max(request, min(prev_done_ns or delivered, delivered))
-        elif not busy & PROBED and prev_done_ns is not None:
+        elif not busy & CHECKED and prev_done_ns is not None:
             request = max(request, prev_done_ns)
         total = max(0, delivered - request)
         if len(pulls) == 1:

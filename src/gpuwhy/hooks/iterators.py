@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from gpuwhy.hooks import emitter, tracker
-from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST, PROBED
+from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST, CHECKED
 
 T = TypeVar("T")
 
@@ -45,7 +45,7 @@ def timed_next(next_fn: Callable[[Any], T], iterator: Any, *, force: bool = Fals
 
 def _busy(check: Callable[[], bool], bit: int) -> int:
     try:
-        return PROBED | (bit if check() else 0)
+        return CHECKED | (bit if check() else 0)
     except Exception:  # a readiness check that fails tells nothing
         return 0
 

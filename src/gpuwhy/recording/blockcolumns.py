@@ -16,16 +16,16 @@ from typing import Any, cast
 from gpuwhy.recording import codec
 from gpuwhy.recording.blockreader import (
     Row,
-    _merged_windows,
+    _merged_slots,
     _raw_blocks,
     _select_blocks,
     _staged,
     _tier_width,
     _where,
     first_bucket,
-    tier_windows,
+    tier_slots,
 )
-from gpuwhy.recording.streams import WINDOW_NS, Column, StreamSpec
+from gpuwhy.recording.streams import SLOT_NS, Column, StreamSpec
 
 
 def _columns(spec: StreamSpec, keys: tuple[Any, ...], data: bytes, skip: Container[str] = (),
@@ -46,12 +46,12 @@ def block_columns(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None
                   end_ns: int | None = None, keys: Mapping[str, Any] | None = None,
                   skip: Container[str] = (), *, by_end: bool = False,
                   ) -> Iterator[tuple[tuple[Any, ...], list[Column]]]:
-    """(key values, full columns) of every block that may hold rows of the range, in window
-    order, open windows' staging rows included as blocks of their own.
+    """(key values, full columns) of every block that may hold rows of the range, in slot
+    order, open slots' staging rows included as blocks of their own.
 
     Columnar and unmerged: the rows of a block are in order, but a block may hold rows outside
-    the range and a key may have several blocks in a window (callers cut by time and add up).
-    No row objects are made: a window of 8 GPUs costs one decode per block. Fields named in
+    the range and a key may have several blocks in a slot (callers cut by time and add up).
+    No row objects are made: a slot of 8 GPUs costs one decode per block. Fields named in
     `skip` are not decoded where that saves time (they may come back all NULL). With `by_end`
     (spans), blocks are those whose rows may *reach into* the range: a span that starts before
     `start_ns` and ends inside it is found too.
@@ -59,14 +59,14 @@ def block_columns(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None
     keys = keys or {}
     key_positions = spec.key_positions
     order = itemgetter(*range(spec.order))
-    # Staging rows are a few windows at most: all of them when rows may start before the range.
+    # Staging rows are a few slots at most: all of them when rows may start before the range.
     staged = _staged(db, spec, None if by_end else start_ns, end_ns, keys)
-    # By first row time, which is indexed (a block's rows lie in its window), not by window.
+    # By first row time, which is indexed (a block's rows lie in its slot), not by slot.
     packed_rows = (_blocks_reaching(db, spec, start_ns, end_ns, keys) if by_end else
                    _raw_blocks(db, spec, start_ns, end_ns, keys))  # (t_first, id, *keys, data)
-    blocks = ((window, [row[1:] for row in rows]) for window, rows in
-              itertools.groupby(packed_rows, key=lambda row: row[0] // WINDOW_NS))
-    for _window, packed, staged_rows in _merged_windows(staged, blocks):
+    blocks = ((slot, [row[1:] for row in rows]) for slot, rows in
+              itertools.groupby(packed_rows, key=lambda row: row[0] // SLOT_NS))
+    for _slot, packed, staged_rows in _merged_slots(staged, blocks):
         for block in packed:
             yield tuple(block[1:-1]), _columns(spec, tuple(block[1:-1]), block[-1], skip)
         by_block: dict[int, list[Row]] = defaultdict(list)
@@ -88,7 +88,7 @@ def row_count(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None = N
     params: list[Any] = []
     if start_ns is not None:
         clauses.append("t_last >= ?" if by_end else "t_first >= ?")
-        params.append(start_ns if by_end else start_ns // WINDOW_NS * WINDOW_NS)
+        params.append(start_ns if by_end else start_ns // SLOT_NS * SLOT_NS)
     if end_ns is not None:
         clauses.append("t_first < ?")
         params.append(end_ns)
@@ -124,12 +124,12 @@ def tier_block_columns(db: sqlite3.Connection, spec: StreamSpec, width_s: int,
                        keys: Mapping[str, Any] | None = None, skip: Collection[int] = (),
                        ) -> Iterator[tuple[tuple[Any, ...], list[Column]]]:
     """(key values, tier columns) of every stored tier block of `width_s` that may hold buckets
-    of the range, in window order, and of the open windows' staging rows (computed). Columns
+    of the range, in slot order, and of the open slots' staging rows (computed). Columns
     are `tier_rows`' row fields after the keys; those at positions in `skip` are not decoded
     (all NULL). Unmerged and unfiltered: callers cut by bucket start and add up."""
     low = first_bucket(start_ns, width_s)
     width = _tier_width(spec)
-    for _window, block_rows, computed in tier_windows(db, spec, width_s, low, end_ns, keys or {}):
+    for _slot, block_rows, computed in tier_slots(db, spec, width_s, low, end_ns, keys or {}):
         for block in block_rows:
             yield tuple(block[1:-1]), cast(list[Column], codec.decode(block[-1], width, skip))
         yield from computed

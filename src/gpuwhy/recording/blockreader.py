@@ -1,8 +1,8 @@
 """Reader side of the streams of format 2: rows and tiers, in time order.
 
-A read takes the open windows' staging rows first and then streams the packed blocks of the
-range (one index range scan, in order of each block's first row for raw rows, window by window
-for tiers). Staging rows whose window was packed between the two queries are recognised by
+A read takes the open slots' staging rows first and then streams the packed blocks of the
+range (one index range scan, in order of each block's first row for raw rows, slot by slot
+for tiers). Staging rows whose slot was packed between the two queries are recognised by
 their block id and skipped in favour of the block: a reader racing the writer never sees rows
 twice or loses them. Memory is the rows of the blocks that overlap in time (a block per GPU),
 however long the run and whatever the sampling rate.
@@ -20,7 +20,7 @@ from typing import Any
 
 from gpuwhy.model import NS_PER_S
 from gpuwhy.recording import codec
-from gpuwhy.recording.streams import WINDOW_NS, Column, StreamSpec
+from gpuwhy.recording.streams import SLOT_NS, Column, StreamSpec
 from gpuwhy.recording.tiers import bucket_columns
 
 Row = tuple[Any, ...]
@@ -42,60 +42,60 @@ def _where(spec: StreamSpec, time: str | None, start_ns: int | None, end_ns: int
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
-def _window_range(start_ns: int | None, end_ns: int | None) -> tuple[str, list[Any]]:
+def _slot_range(start_ns: int | None, end_ns: int | None) -> tuple[str, list[Any]]:
     clauses, params = [], []
     if start_ns is not None:
         clauses.append("win >= ?")
-        params.append(start_ns // WINDOW_NS)
+        params.append(start_ns // SLOT_NS)
     if end_ns is not None:
         clauses.append("win <= ?")
-        params.append((end_ns - 1) // WINDOW_NS)
+        params.append((end_ns - 1) // SLOT_NS)
     return " AND ".join(clauses), params
 
 
 def _staged(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None,
             end_ns: int | None, keys: Mapping[str, Any]) -> dict[int, list[Row]]:
-    """Staging rows (block id first) by window."""
+    """Staging rows (block id first) by slot."""
     where, params = _where(spec, spec.full[0], start_ns, end_ns, keys)
     sql = f"SELECT block, {', '.join(spec.full)} FROM {spec.table('staging')}{where}"
-    by_window: dict[int, list[Row]] = defaultdict(list)
+    by_slot: dict[int, list[Row]] = defaultdict(list)
     for row in db.execute(sql, params):
-        by_window[row[1] // WINDOW_NS].append(row)
-    return by_window
+        by_slot[row[1] // SLOT_NS].append(row)
+    return by_slot
 
 
 def _blocks(db: sqlite3.Connection, spec: StreamSpec, table: str, start_ns: int | None,
             end_ns: int | None, keys: Mapping[str, Any], extra: str = "",
             extra_params: tuple[Any, ...] = ()) -> Iterator[tuple[int, list[Row]]]:
-    """(window, [(block id, *keys, data)...]) in window order."""
-    window_sql, params = _window_range(start_ns, end_ns)
+    """(slot, [(block id, *keys, data)...]) in slot order."""
+    slot_sql, params = _slot_range(start_ns, end_ns)
     where, key_params = _where(spec, None, None, None, keys)
-    clauses = [c for c in (extra, window_sql, where.removeprefix(" WHERE ")) if c]
+    clauses = [c for c in (extra, slot_sql, where.removeprefix(" WHERE ")) if c]
     sql = (f"SELECT win, {'block' if table.endswith('tiers') else 'id'}, "
            f"{''.join(k + ', ' for k in spec.keys)}data FROM {table}"
            f"{' WHERE ' + ' AND '.join(clauses) if clauses else ''} ORDER BY win")
     cursor = db.execute(sql, [*extra_params, *params, *key_params])
-    for window, rows in itertools.groupby(cursor, key=itemgetter(0)):
-        yield window, [row[1:] for row in rows]
+    for slot, rows in itertools.groupby(cursor, key=itemgetter(0)):
+        yield slot, [row[1:] for row in rows]
 
 
-def _merged_windows(staged: dict[int, list[Row]], blocks: Iterator[tuple[int, list[Row]]],
+def _merged_slots(staged: dict[int, list[Row]], blocks: Iterator[tuple[int, list[Row]]],
                     ) -> Iterator[tuple[int, list[Row], list[Row]]]:
-    """(window, blocks, staging rows not packed into those blocks) in window order."""
+    """(slot, blocks, staging rows not packed into those blocks) in slot order."""
     pending = sorted(staged)
     position = 0
-    for window, block_rows in blocks:
-        while position < len(pending) and pending[position] < window:
+    for slot, block_rows in blocks:
+        while position < len(pending) and pending[position] < slot:
             yield pending[position], [], staged[pending[position]]
             position += 1
-        rows = staged.get(window, [])
+        rows = staged.get(slot, [])
         if rows:
             position += 1
             packed = {row[0] for row in block_rows}
             rows = [row for row in rows if row[0] not in packed]
-        yield window, block_rows, rows
-    for window in pending[position:]:
-        yield window, [], staged[window]
+        yield slot, block_rows, rows
+    for slot in pending[position:]:
+        yield slot, [], staged[slot]
 
 
 def _expand(spec: StreamSpec, keys: tuple[Any, ...], data: bytes) -> list[Row]:
@@ -115,9 +115,9 @@ def _raw_blocks(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None,
     """(t_first, id, *keys, data) of the blocks that may hold rows of the range, by t_first."""
     clauses: list[str] = []
     params: list[Any] = []
-    if start_ns is not None:  # a block holds rows of one window: none starts before it
+    if start_ns is not None:  # a block holds rows of one slot: none starts before it
         clauses.append("t_first >= ?")
-        params.append(start_ns // WINDOW_NS * WINDOW_NS)
+        params.append(start_ns // SLOT_NS * SLOT_NS)
     if end_ns is not None:
         clauses.append("t_first < ?")
         params.append(end_ns)
@@ -150,9 +150,9 @@ def rows(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None = None,
     time_of = itemgetter(0)
     # Staging rows, read first, as blocks of their own (see the module doc on packing races).
     staged: list[tuple[int, int, list[Row]]] = []
-    for window_rows in _staged(db, spec, start_ns, end_ns, keys).values():
+    for slot_rows in _staged(db, spec, start_ns, end_ns, keys).values():
         by_block: dict[int, list[Row]] = defaultdict(list)
-        for row in window_rows:
+        for row in slot_rows:
             by_block[row[0]].append(row[1:])
         for block, block_rows in by_block.items():
             block_rows.sort(key=order)
@@ -164,8 +164,8 @@ def rows(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None = None,
     earliest = None  # the earliest time among pending and fresh rows
 
     def arrive(first: int, block_rows: list[Row]) -> Iterator[Row]:
-        # Sort only when some held rows became final: once per window in the usual case of
-        # one block per GPU per window, rather than once per block.
+        # Sort only when some held rows became final: once per slot in the usual case of
+        # one block per GPU per slot, rather than once per block.
         nonlocal pending, fresh, earliest
         if earliest is not None and earliest < first:
             pending += fresh
@@ -204,16 +204,16 @@ def _trimmed(out: list[Row], start_ns: int | None, end_ns: int | None) -> list[R
 
 def tier_rows(db: sqlite3.Connection, spec: StreamSpec, width_s: int, start_ns: int | None = None,
               end_ns: int | None = None, keys: Mapping[str, Any] | None = None,
-              skip_windows: Container[int] = ()) -> Iterator[Row]:
+              skip_slots: Container[int] = ()) -> Iterator[Row]:
     """Stored tier rows of `width_s` (one stored width) whose bucket starts in the range, in
-    window order (not merged: late blocks give a second row for a bucket; see tiers.merge_rows).
-    Windows (numbers) in `skip_windows` are left out without being decoded.
+    slot order (not merged: late blocks give a second row for a bucket; see tiers.merge_rows).
+    Slots (numbers) in `skip_slots` are left out without being decoded.
     """
     low = first_bucket(start_ns, width_s)
     key_count = len(spec.key_positions)
     width = _tier_width(spec)
-    for _window, block_rows, computed in tier_windows(db, spec, width_s, low, end_ns, keys or {},
-                                                      skip_windows):
+    for _slot, block_rows, computed in tier_slots(db, spec, width_s, low, end_ns, keys or {},
+                                                      skip_slots):
         out: list[Row] = []
         for block in block_rows:
             columns = codec.decode(block[-1], width)
@@ -231,22 +231,22 @@ def first_bucket(start_ns: int | None, width_s: int) -> int | None:
     return None if start_ns is None else -(-start_ns // width_ns) * width_ns
 
 
-def tier_windows(db: sqlite3.Connection, spec: StreamSpec, width_s: int, low: int | None,
-                 end_ns: int | None, keys: Mapping[str, Any], skip_windows: Container[int] = (),
+def tier_slots(db: sqlite3.Connection, spec: StreamSpec, width_s: int, low: int | None,
+                 end_ns: int | None, keys: Mapping[str, Any], skip_slots: Container[int] = (),
                  ) -> Iterator[tuple[int, list[Row], list[tuple[tuple[Any, ...], list[Column]]]]]:
-    """Per window, in order: (window, its stored tier blocks of `width_s` that may hold buckets
+    """Per slot, in order: (slot, its stored tier blocks of `width_s` that may hold buckets
     from `low` to `end_ns`, the tier columns computed from its staging rows: one (key values,
-    columns) per key). Windows in `skip_windows` are passed over, nothing of them computed.
+    columns) per key). Slots in `skip_slots` are passed over, nothing of them computed.
     """
     width_ns = width_s * NS_PER_S
-    # Whole windows of staging rows, so that no bucket is computed from part of its rows.
-    staged = _staged(db, spec, None if low is None else low - low % WINDOW_NS,
-                     None if end_ns is None else -(-end_ns // WINDOW_NS) * WINDOW_NS, keys)
+    # Whole slots of staging rows, so that no bucket is computed from part of its rows.
+    staged = _staged(db, spec, None if low is None else low - low % SLOT_NS,
+                     None if end_ns is None else -(-end_ns // SLOT_NS) * SLOT_NS, keys)
     blocks = _blocks(db, spec, spec.table("tiers"), low, end_ns, keys, "width_s = ?",
                      (width_s,))
     key_positions = spec.key_positions
-    for window, block_rows, staged_rows in _merged_windows(staged, blocks):
-        if window in skip_windows:
+    for slot, block_rows, staged_rows in _merged_slots(staged, blocks):
+        if slot in skip_slots:
             continue
         by_block: dict[int, list[Row]] = defaultdict(list)
         for row in staged_rows:
@@ -256,7 +256,7 @@ def tier_windows(db: sqlite3.Connection, spec: StreamSpec, width_s: int, low: in
             full_rows.sort(key=itemgetter(*range(spec.order)))
             columns = bucket_columns(spec, list(zip(*full_rows, strict=True)), width_ns)
             computed.append((tuple(full_rows[0][p] for p in key_positions), columns))
-        yield window, block_rows, computed
+        yield slot, block_rows, computed
 
 
 def _tier_width(spec: StreamSpec) -> int:

@@ -1,8 +1,8 @@
 """Recording: read a recording back, streamed, in bounded memory however long the run.
 
-Every sample iterator walks the blocks of its time range in order (blockreader.py), one window of
-rows at a time: memory is SQLite's page cache (a few MB) plus one window's rows, however long the
-run. Long runs are best read through the downsampled tiers (`gpu_tiers`, `util_tiers`,
+Every sample iterator walks the blocks of its time range in order (blockreader.py), one storage slot
+(a minute) of rows at a time: memory is SQLite's page cache (a few MB) plus one slot's rows, however
+long the run. Long runs are best read through the downsampled tiers (`gpu_tiers`, `util_tiers`,
 `host_tiers`: per-1 s or per-1 min count, sum, min and max of every metric) and the exact window
 summaries built on them (`gpu_summary`...), which touch raw samples only at a window's edges.
 A file that cannot be read — missing, empty, cut short, not SQLite, another program's SQLite, a

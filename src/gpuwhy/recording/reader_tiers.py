@@ -8,7 +8,7 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import TypeVar
 
 from gpuwhy.errors import RecordingError
-from gpuwhy.recording import tiercolumns, window
+from gpuwhy.recording import tiercolumns, tierqueries
 from gpuwhy.recording.streams import GPU, HOST, UTIL, StreamSpec
 from gpuwhy.recording.tiercolumns import TierColumns
 from gpuwhy.recording.tiers import TierBucket
@@ -28,25 +28,25 @@ class TierReads:
     def _guarded(self, items: Iterator[T]) -> Iterator[T]:
         raise NotImplementedError
 
-    def _window(self) -> window.Window:
-        return window.Window(self._db, self._damaged)
+    def _queries(self) -> tierqueries.TierQueries:
+        return tierqueries.TierQueries(self._db, self._damaged)
 
     def gpu_tiers(self, width_ns: int, device: int | None = None, start_ns: int | None = None,
                   end_ns: int | None = None) -> Iterator[TierBucket]:
         """Per GPU, buckets of `width_ns` (a multiple of 1 s) starting in [start_ns, end_ns):
         sample count and count/sum/min/max of every GpuSample metric, clock-event reason bits
         counted; in time order, then device. Metric names are GpuSample's field names."""
-        return self._window().tiers(GPU, width_ns, device, start_ns, end_ns)
+        return self._queries().tiers(GPU, width_ns, device, start_ns, end_ns)
 
     def util_tiers(self, width_ns: int, device: int | None = None, start_ns: int | None = None,
                    end_ns: int | None = None) -> Iterator[TierBucket]:
         """Buckets of the driver-buffered utilization samples; metrics "gpu_pct", "memory_pct"."""
-        return self._window().tiers(UTIL, width_ns, device, start_ns, end_ns)
+        return self._queries().tiers(UTIL, width_ns, device, start_ns, end_ns)
 
     def host_tiers(self, width_ns: int, start_ns: int | None = None,
                    end_ns: int | None = None) -> Iterator[TierBucket]:
         """Buckets of host samples; metrics are HostSample's field names, in its units."""
-        return self._window().tiers(HOST, width_ns, None, start_ns, end_ns)
+        return self._queries().tiers(HOST, width_ns, None, start_ns, end_ns)
 
     def gpu_tier_columns(self, width_ns: int, start_ns: int | None = None,
                          end_ns: int | None = None, metrics: Collection[str] | None = None,
@@ -81,12 +81,12 @@ class TierReads:
         Reads whole-minute and whole-second tiers inside the range and raw samples only in the
         sub-second edges: milliseconds for any window, however long.
         """
-        return self._window().summary(GPU, start_ns, end_ns, device)  # type: ignore[return-value]
+        return self._queries().summary(GPU, start_ns, end_ns, device)  # type: ignore[return-value]
 
     def util_summary(self, start_ns: int | None = None, end_ns: int | None = None,
                      device: int | None = None) -> dict[int, TierBucket]:
         """`gpu_summary` for the driver-buffered utilization samples."""
-        return self._window().summary(UTIL, start_ns, end_ns, device)  # type: ignore[return-value]
+        return self._queries().summary(UTIL, start_ns, end_ns, device)  # type: ignore[return-value]
 
     def gpu_segments(self, bounds_ns: Sequence[int], device: int | None = None,
                      metrics: Collection[str] | None = None) -> list[dict[int, TierBucket]]:
@@ -94,22 +94,22 @@ class TierReads:
         the exact summary `gpu_summary` gives for it: one pass for all segments, reading raw
         samples only in the minutes a bound cuts (segments.py). With `metrics` (GpuSample field
         names), only those are summarised, the others read as absent: less to decode."""
-        return self._window().segments(GPU, bounds_ns, device,  # type: ignore[return-value]
+        return self._queries().segments(GPU, bounds_ns, device,  # type: ignore[return-value]
                                        metrics)
 
     def util_segments(self, bounds_ns: Sequence[int], device: int | None = None,
                       metrics: Collection[str] | None = None) -> list[dict[int, TierBucket]]:
         """`gpu_segments` for the driver-buffered utilization samples ("gpu_pct",
         "memory_pct")."""
-        return self._window().segments(UTIL, bounds_ns, device,  # type: ignore[return-value]
+        return self._queries().segments(UTIL, bounds_ns, device,  # type: ignore[return-value]
                                        metrics)
 
     def host_segments(self, bounds_ns: Sequence[int]) -> list[TierBucket | None]:
         """`gpu_segments` for the host samples: one bucket per segment, None where it has none."""
-        return [found.get(None) for found in self._window().segments(HOST, bounds_ns, None)]
+        return [found.get(None) for found in self._queries().segments(HOST, bounds_ns, None)]
 
     def host_summary(self, start_ns: int | None = None, end_ns: int | None = None,
                      ) -> TierBucket | None:
         """The host samples in the range, summarised exactly; None if there are none."""
-        return self._window().summary(HOST, start_ns, end_ns, None).get(None)
+        return self._queries().summary(HOST, start_ns, end_ns, None).get(None)
 

@@ -127,7 +127,7 @@ def create_empty(path: str | os.PathLike[str]) -> sqlite3.Connection:
                              "check that the folder exists and is writable") from error
     connection = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
     try:
-        # Staging rows are deleted as their window packs into a block: incremental vacuum lets
+        # Staging rows are deleted as their slot packs into a block: incremental vacuum lets
         # close() hand those pages back, so a finished file holds no dead pages. (Set first:
         # it can only be chosen before the file has content.)
         connection.execute("PRAGMA auto_vacuum = INCREMENTAL")

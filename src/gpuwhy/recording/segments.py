@@ -21,18 +21,18 @@ from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from gpuwhy.model import NS_PER_S
-from gpuwhy.recording.streams import TIER_WIDTHS_S, WINDOW_NS, Column, StreamSpec
+from gpuwhy.recording.streams import SLOT_NS, TIER_WIDTHS_S, Column, StreamSpec
 from gpuwhy.recording.tiers import TierBucket, range_columns, tier_layout, to_bucket
 
 Numbers = Sequence[Any]  # a tier row after its bucket start and keys
 
 
 class StoredReads(Protocol):
-    """The two reads a segment summary needs from an open recording (window.Window has them;
-    declared here so that this module depends on no reader)."""
+    """The two reads a segment summary needs from an open recording (tierqueries.TierQueries has
+    them; declared here so that this module depends on no reader)."""
 
     def stored(self, spec: StreamSpec, width_s: int, start_ns: int | None, end_ns: int | None,
-               device: int | None, skip_windows: Container[int] = ()) -> Iterable[tuple[Any, ...]]:
+               device: int | None, skip_slots: Container[int] = ()) -> Iterable[tuple[Any, ...]]:
         ...
 
     def columns(self, spec: StreamSpec, start_ns: int, end_ns: int, device: int | None,
@@ -40,7 +40,7 @@ class StoredReads(Protocol):
         ...
 
 
-def summarise(window: StoredReads, spec: StreamSpec, bounds: Sequence[int], device: int | None,
+def summarise(reads: StoredReads, spec: StreamSpec, bounds: Sequence[int], device: int | None,
               metrics: Collection[str] | None = None) -> list[dict[int | None, TierBucket]]:
     """Per segment `[bounds[i], bounds[i + 1])` (bounds strictly increasing), per key, one
     bucket holding exactly the samples in it. With `metrics` (tier metric names), only those
@@ -57,9 +57,9 @@ def summarise(window: StoredReads, spec: StreamSpec, bounds: Sequence[int], devi
     cut_set = set(cut)
     first, last = bounds[0], bounds[-1]
     keys = len(spec.keys)
-    # Tier buckets of the cut units are not read (a unit is one block window: skipped whole).
-    skip_windows = cut_set if unit == WINDOW_NS else ()
-    for row in window.stored(spec, width_s, first, last, device, skip_windows):
+    # Tier buckets of the cut units are not read (a unit is one storage slot: skipped whole).
+    skip_slots = cut_set if unit == SLOT_NS else ()
+    for row in reads.stored(spec, width_s, first, last, device, skip_slots):
         if row[0] // unit in cut_set:
             continue  # counted from the raw rows below
         segment = held[bisect.bisect_right(bounds, row[0]) - 1]
@@ -70,7 +70,7 @@ def summarise(window: StoredReads, spec: StreamSpec, bounds: Sequence[int], devi
                                             if m not in metrics}
     for low, high in _runs(cut, unit):
         low, high = max(low, first), min(high, last)
-        for key, full in window.columns(spec, low, high, device, skip):
+        for key, full in reads.columns(spec, low, high, device, skip):
             ranges = _row_ranges(full[0], bounds, low, high)
             if not ranges:
                 continue

@@ -1,9 +1,9 @@
 """The four record streams of a recording and how each is laid out in blocks (format 2).
 
 A stream's rows are tuples in the order of its record's fields (the "full" row: time first). Rows
-are grouped by `WINDOW_NS` of their time and by the stream's key (the GPU, for GPU samples): one
+are grouped by `SLOT_NS` of their time and by the stream's key (the GPU, for GPU samples): one
 group is one block, stored as columns (codec.py) without the key, which the block row carries.
-Rows within a block, and a window's rows when read back, are ordered by the first `order` fields
+Rows within a block, and a slot's rows when read back, are ordered by the first `order` fields
 of the full row: time, then the key (then a sequence number for spans, which keeps the order in
 which spans started at the same nanosecond were written).
 """
@@ -18,12 +18,12 @@ from operator import add
 
 from gpuwhy.model import NS_PER_S, GpuSample, UtilKind
 
-WINDOW_S = 60
-WINDOW_NS = WINDOW_S * NS_PER_S
-"""Blocks cover one window of time (aligned to multiples of it on the monotonic clock)."""
+SLOT_S = 60
+SLOT_NS = SLOT_S * NS_PER_S
+"""Blocks cover one slot of time (aligned to multiples of it on the monotonic clock)."""
 
 BLOCK_ROWS = 1024
-"""At most this many rows per block: a window of a fast stream (100 Hz) spans several blocks, so
+"""At most this many rows per block: a slot of a fast stream (100 Hz) spans several blocks, so
 a reader holds about a block per key whatever the sampling rate."""
 
 TIER_WIDTHS_S = (1, 60)
@@ -125,10 +125,11 @@ def ddl(spec: StreamSpec) -> list[str]:
     key_index = "".join(f", {k}" for k in spec.keys)
     full = ", ".join(f"{c} INTEGER" for c in spec.full)
     statements = [
-        # Rows of windows still open (committed every flush: what a crash keeps); moved into a
-        # block when their window closes (found by block id: a flood of rows stays linear).
+        # Rows of slots still open (committed every flush: what a crash keeps); moved into a
+        # block when their slot closes (found by block id: a flood of rows stays linear).
         f"CREATE TABLE {spec.table('staging')} (block INTEGER NOT NULL, {full})",
         f"CREATE INDEX {spec.table('staging')}_by_block ON {spec.table('staging')} (block)",
+        # `win` is the block's slot number (t // SLOT_NS), a column name kept from format 2's start.
         f"CREATE TABLE {spec.table('blocks')} (id INTEGER PRIMARY KEY, win INTEGER NOT NULL, "
         f"{keys}t_first INTEGER NOT NULL, t_last INTEGER NOT NULL, rows INTEGER NOT NULL, "
         "data BLOB NOT NULL)",

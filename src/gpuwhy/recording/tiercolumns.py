@@ -2,10 +2,10 @@
 
 `Recording.gpu_tiers` gives one `TierBucket` per GPU and bucket, merged across blocks: right for
 a few thousand buckets, slow for the 700,000 one-second buckets of a day on 8 GPUs. Here each
-stored tier block (one GPU's window) comes back as columns of the asked width, only the asked
-metrics decoded. Buckets are not merged across blocks: a bucket wider than a window, or one a
+stored tier block (one GPU's slot) comes back as columns of the asked width, only the asked
+metrics decoded. Buckets are not merged across blocks: a bucket wider than a slot, or one a
 late block also holds, arrives in two parts, which a consumer adds (counts and sums add, minima
-and maxima combine), as it would the buckets of a finer grid. Parts come in window order.
+and maxima combine), as it would the buckets of a finer grid. Parts come in slot order.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Downsampled tiers: per key (GPU) and time bucket, the count, sum, min and max of every metric.
 
-The writer computes them from each block's rows when the block's window closes (1 s and 1 min
+The writer computes them from each block's rows when the block's slot closes (1 s and 1 min
 buckets, aligned to multiples of the width on the monotonic clock) and stores them beside the
-block; the reader computes the same from the rows of windows still open. Sums and counts are
+block; the reader computes the same from the rows of slots still open. Sums and counts are
 exact integers, so a mean over any union of buckets is the mean over the raw samples in them,
 and buckets of one time and key (a late sample's block) merge exactly. Clock-event reasons, a
 bitmask, are kept as how many samples had each bit set, which is what a rule about throttling

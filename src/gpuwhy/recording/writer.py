@@ -8,7 +8,7 @@ commits. WAL with `synchronous=NORMAL` makes each commit durable against a crash
 On `close` the WAL is folded back and the file switched to a plain rollback journal: a finished
 recording is one self-contained file that can be copied and read from a read-only folder.
 
-Samples and spans are stored in format 2 (streams.py): each flush stages the new rows; a window of
+Samples and spans are stored in format 2 (streams.py): each flush stages the new rows; a slot of
 time packs into one compressed block with its downsampled tiers once it closes (blockwriter.py).
 """
 
@@ -125,15 +125,15 @@ class RecordingWriter:
         """Describe the devices the samples refer to (replaces entries of the same index)."""
         self._queue.append(("devices", [_device_row(d) for d in devices]))
 
-    def put_block(self, stream: str, key: Sequence[int], window: int,
+    def put_block(self, stream: str, key: Sequence[int], slot: int,
                   columns: Sequence[Sequence[int | None]]) -> None:
-        """Bulk path (generated or imported data): one window of one key of a sample stream.
+        """Bulk path (generated or imported data): one slot of one key of a sample stream.
 
         `stream` is "gpu", "util" or "host"; `columns` are the stream's full-row columns
-        (streams.py) for the rows of `window`, sorted by time; `key` the block's key values
+        (streams.py) for the rows of `slot`, sorted by time; `key` the block's key values
         (the device; none for host). Never dropped: call `flush` to bound the queue.
         """
-        self._queue.append(("block", stream, tuple(key), window, columns))
+        self._queue.append(("block", stream, tuple(key), slot, columns))
 
     def flush(self) -> None:
         """Return once every record put so far is committed (or the writer has stopped)."""
@@ -254,9 +254,9 @@ class RecordingWriter:
         elif isinstance(item, tuple) and item and item[0] == "devices":
             self._db.executemany(_DEVICE_SQL, item[1])
         elif isinstance(item, tuple) and item and item[0] == "block":
-            _, stream, key, window, columns = item
+            _, stream, key, slot, columns = item
             target = {"gpu": self._gpu, "util": self._util, "host": self._host}[stream]
-            target.write_block(key, window, columns)
+            target.write_block(key, slot, columns)
 
     def _phase_id(self, name: str) -> int:
         phase_id = self._phase_ids.get(name)
@@ -277,7 +277,7 @@ class RecordingWriter:
                 # A reader holding the file open must not stall close() for long.
                 db.execute("PRAGMA busy_timeout = 200")
                 db.execute("BEGIN")
-                self._insert([], close_all=True)  # pack the windows still open
+                self._insert([], close_all=True)  # pack the slots still open
                 self._write_meta("writer_dropped", self.dropped)
                 self._write_meta("complete", True)
                 db.execute("COMMIT")

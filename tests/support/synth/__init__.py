@@ -2,7 +2,7 @@
 
 For tests and benchmarks of scale (a day on eight GPUs) on machines without GPUs. The data is
 constructed (shapes.py says how) and labelled so in the recording's meta ("synthetic").
-It is written through the real writer: `via="bulk"` hands each window of samples to the writer
+It is written through the real writer: `via="bulk"` hands each storage slot of samples to the writer
 as columns (`RecordingWriter.put_block`: same blocks, tiers and schema, no per-sample objects:
 a day of 8 GPUs in a few minutes), `via="records"` puts every sample as a record like a live
 sampler does (slower; used to measure the writer itself). Spans and events are put as records in
@@ -29,7 +29,7 @@ from gpuwhy.model import (
     UtilKind,
     UtilSample,
 )
-from gpuwhy.recording.streams import WINDOW_NS, Column
+from gpuwhy.recording.streams import SLOT_NS, Column
 from gpuwhy.recording.writer import RecordingWriter
 from support.synth import signals
 from support.synth.shapes import Timeline
@@ -66,10 +66,10 @@ def devices(count: int) -> list[DeviceInfo]:
 def synthesize(path: str | os.PathLike[str], *, hours: float = 24.0, gpus: int = 8,
                rate_hz: float = 10.0, seed: int = 0, via: str = "bulk",
                start_ns: int = DEFAULT_START_NS,
-               on_window: Callable[[int, int], None] | None = None) -> SynthResult:
+               on_slot: Callable[[int, int], None] | None = None) -> SynthResult:
     """Write a synthetic recording to a new file `path` (RecordingError if it exists).
 
-    `on_window(done, total)` is called after each minute of run time has been handed over
+    `on_slot(done, total)` is called after each minute of run time has been handed over
     (benchmarks sample memory there).
     """
     if via not in ("bulk", "records"):
@@ -95,24 +95,24 @@ def synthesize(path: str | os.PathLike[str], *, hours: float = 24.0, gpus: int =
     timeline = Timeline(start_ns, end_ns, seed)
     signal = signals.Signals(timeline, gpus, rate_hz, seed)
     counts = {"gpu": 0, "util": 0, "host": 0, "spans": 0}
-    first, last = start_ns // WINDOW_NS, (end_ns - 1) // WINDOW_NS
-    for window in range(first, last + 1):
-        low, high = max(start_ns, window * WINDOW_NS), min(end_ns, (window + 1) * WINDOW_NS)
-        blocks = signal.window(low, high)
+    first, last = start_ns // SLOT_NS, (end_ns - 1) // SLOT_NS
+    for slot in range(first, last + 1):
+        low, high = max(start_ns, slot * SLOT_NS), min(end_ns, (slot + 1) * SLOT_NS)
+        blocks = signal.slot(low, high)
         for stream, key, columns in blocks:
             counts[stream] += len(columns[0])
             if via == "bulk":
-                writer.put_block(stream, key, window, columns)
+                writer.put_block(stream, key, slot, columns)
             else:
                 _put_records(writer, stream, columns)
         for span in timeline.advance(high):
             writer.put(Span(span.phase, span.kind, span.start_ns, span.end_ns, span.step,
                             pid=4242))
             counts["spans"] += 1
-        if (window - first) % 10 == 9 or via == "records":
+        if (slot - first) % 10 == 9 or via == "records":
             writer.flush()  # bounds the queue: the generator is far faster than real time
-        if on_window is not None:
-            on_window(window - first + 1, last - first + 1)
+        if on_slot is not None:
+            on_slot(slot - first + 1, last - first + 1)
     writer.put(Event(end_ns - NS_PER_S, "child_exited", "command ended", {"exit_code": 0}))
     writer.close()
     if writer.error is not None or writer.dropped:

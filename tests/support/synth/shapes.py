@@ -1,4 +1,4 @@
-"""The shapes of a synthetic training run: its step timeline and what the GPUs show, per window.
+"""The shapes of a synthetic training run: its step timeline and what the GPUs show, per slot.
 
 Constructed, not measured: a data-parallel Keras-style job on a node of identical GPUs (one left
 idle), epochs of training steps with a validation pass after each, steps that wait a millisecond
@@ -10,7 +10,7 @@ over the last second, the driver's buffered samples and GPM over the last 1/6 s,
 the buffered samples and is smoothed in the polled counter, as on real GPUs
 (references.md#nvml-utilization).
 
-Everything is deterministic from the seed and computed a window at a time, with per-value noise
+Everything is deterministic from the seed and computed a slot at a time, with per-value noise
 taken from precomputed tables by slicing (C speed): a day of 8 GPUs at 10 Hz in about a minute.
 """
 
@@ -28,7 +28,7 @@ from gpuwhy.model import NS_PER_S, SpanKind
 NS_PER_MS = 1_000_000
 # driver sample period: 1/6 s (references.md#nvml-utilization, the fastest case)
 BUFFER_PERIOD_NS = 166_667_000
-GPM_WINDOW_NS = BUFFER_PERIOD_NS
+GPM_PERIOD_NS = BUFFER_PERIOD_NS
 STARTUP_NS = 45 * NS_PER_S  # imports and model building before the first epoch
 TRAIN_STEPS = 2_000  # per epoch, in a long run (shorter runs get shorter epochs)
 STEP_NS = 78 * NS_PER_MS  # compute of one training step
@@ -53,7 +53,7 @@ class SpanRow:
 
 
 class Timeline:
-    """Generates the job's spans and busy intervals in time order, window by window."""
+    """Generates the job's spans and busy intervals in time order, slot by slot."""
 
     def __init__(self, start_ns: int, end_ns: int, seed: int) -> None:
         self._rng = random.Random(f"timeline-{seed}")

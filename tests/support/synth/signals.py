@@ -1,4 +1,4 @@
-"""What a synthetic run's GPUs and host report, one window at a time, as full-row columns.
+"""What a synthetic run's GPUs and host report, one storage slot at a time, as full-row columns.
 
 Constructed values (see shapes.py for the run they follow): NVML-shaped GPU samples for
 each device (the last of several left idle), the driver's buffered utilization samples every
@@ -16,7 +16,7 @@ from operator import add
 from gpuwhy.model import NS_PER_S
 from support.synth.shapes import (
     BUFFER_PERIOD_NS,
-    GPM_WINDOW_NS,
+    GPM_PERIOD_NS,
     STARTUP_NS,
     BusyTime,
     Noise,
@@ -35,7 +35,7 @@ Block = tuple[str, tuple[int, ...], list[Column]]
 
 
 class Signals:
-    """Per-window columns of every sample stream of a synthetic run."""
+    """Per-slot columns of every sample stream of a synthetic run."""
 
     def __init__(self, timeline: Timeline, gpus: int, rate_hz: float, seed: int) -> None:
         self.timeline = timeline
@@ -57,7 +57,7 @@ class Signals:
                  for i in range(first, last + 1))
         return [t for t in times if low <= t < high]
 
-    def window(self, low: int, high: int) -> list[Block]:
+    def slot(self, low: int, high: int) -> list[Block]:
         """The blocks (stream, key, columns) of the samples with low <= t < high."""
         start = self.timeline.start_ns
         busy = self.timeline.busy_function(low - 2 * NS_PER_S, high)
@@ -65,7 +65,7 @@ class Signals:
         blocks: list[Block] = []
         if times:
             polled = [round(100 * s) for s in busy.shares(times, NS_PER_S)]
-            gpm = [round(880 * s) for s in busy.shares(times, GPM_WINDOW_NS)]
+            gpm = [round(880 * s) for s in busy.shares(times, GPM_PERIOD_NS)]
             throttled = [self.timeline.throttled(t) for t in times]
             shared = self._shared(times, polled, throttled)
             for device in range(self.gpus):
@@ -192,7 +192,7 @@ def _around(base: list[int], noise: list[int], high: int) -> list[int]:
 
 
 def _per_second(seconds: list[int], polled: list[int]) -> list[int]:
-    """The polled utilization at the first tick of each second of the window (slow lane)."""
+    """The polled utilization at the first tick of each second of the slot (slow lane)."""
     first = seconds[0]
     values = [0] * (seconds[-1] - first + 1)
     seen = [False] * len(values)

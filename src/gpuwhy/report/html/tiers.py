@@ -151,17 +151,17 @@ class Buckets:
                     self.add_summary(index, count, total, low, high)  # type: ignore[arg-type]
             return
         lows, highs = _filled(lows, math.inf), _filled(highs, -math.inf)
-        window = slice(first, stop)
-        if not any(self.counts[window]):  # the usual case: these buckets are still empty
-            self.counts[window] = array("q", counts)
-            self.sums[window] = array("d", totals)
-            self.mins[window] = array("d", lows)
-            self.maxs[window] = array("d", highs)
+        part = slice(first, stop)
+        if not any(self.counts[part]):  # the usual case: these buckets are still empty
+            self.counts[part] = array("q", counts)
+            self.sums[part] = array("d", totals)
+            self.mins[part] = array("d", lows)
+            self.maxs[part] = array("d", highs)
             return
-        self.counts[window] = array("q", map(operator.add, self.counts[window], counts))
-        self.sums[window] = array("d", map(operator.add, self.sums[window], totals))
-        self.mins[window] = array("d", map(min, self.mins[window], lows))
-        self.maxs[window] = array("d", map(max, self.maxs[window], highs))
+        self.counts[part] = array("q", map(operator.add, self.counts[part], counts))
+        self.sums[part] = array("d", map(operator.add, self.sums[part], totals))
+        self.mins[part] = array("d", map(min, self.mins[part], lows))
+        self.maxs[part] = array("d", map(max, self.maxs[part], highs))
 
     def add(self, index: int, value: float) -> None:
         """One sample in bucket `index`."""

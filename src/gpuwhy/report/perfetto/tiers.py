@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from gpuwhy.model import NS_PER_S, SpanKind
+from gpuwhy.recording.streams import SLOT_NS
 from gpuwhy.report.html.tiers import TierPlan, add_coverages
 from gpuwhy.report.perfetto.plan import TracePlan
 from gpuwhy.report.perfetto.tracks import (
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from gpuwhy.recording.tiercolumns import TierColumns
 
 REASONS = "clock_event_reasons"
-WINDOW_NS = 60 * NS_PER_S  # a bucket of 1 s or 1 min lies in one stored window
 
 
 def tier_counters(recording: Recording, plan: TracePlan, counters: Counters,
@@ -71,16 +71,16 @@ def _floor(recording: Recording, low: int | None) -> int:
 def _buckets(parts: Iterable[TierColumns],
              ) -> Iterable[tuple[int | None, int, dict[str, float]]]:
     """(device, bucket start, metric -> mean; "clock_event_reasons" -> the bits seen) per
-    bucket in time order, parts of one bucket (from several blocks of a window) added up."""
+    bucket in time order, parts of one bucket (from several blocks of a storage slot) added up."""
     pending: dict[tuple[int, int | None], list[Any]] = {}
-    window = None
+    slot = None
     for part in parts:
         if not part.t_ns:
             continue
-        here = part.t_ns[0] // WINDOW_NS
-        if window is not None and here != window:
+        here = part.t_ns[0] // SLOT_NS
+        if slot is not None and here != slot:
             yield from _flush(pending)
-        window = here
+        slot = here
         for index, t_ns in enumerate(part.t_ns):
             held = pending.setdefault((t_ns, part.device), [{}, 0])
             sums: dict[str, list[float]] = held[0]

@@ -30,7 +30,7 @@ def _ceil(value: int, width: int) -> int:
     return -(-value // width) * width
 
 
-class Window:
+class TierQueries:
     """Tier and summary queries over one open recording."""
 
     def __init__(self, db: sqlite3.Connection, damaged: Callable[[Exception], Exception]) -> None:
@@ -99,12 +99,12 @@ class Window:
             raise self._damaged(error) from error
 
     def stored(self, spec: StreamSpec, width_s: int, start_ns: int | None, end_ns: int | None,
-               device: int | None, skip_windows: Container[int] = ()) -> Iterable[Row]:
-        """Tier rows of a stored width (unmerged); those of the windows in
-        `skip_windows` may be left out."""
+               device: int | None, skip_slots: Container[int] = ()) -> Iterable[Row]:
+        """Tier rows of a stored width (unmerged); those of the slots in
+        `skip_slots` may be left out."""
         keys = {} if device is None or not spec.keys else {"device": device}
         return blockreader.tier_rows(self._db, spec, width_s, start_ns, end_ns, keys,
-                                     skip_windows)
+                                     skip_slots)
 
     def columns(self, spec: StreamSpec, start_ns: int, end_ns: int, device: int | None,
                 skip: Container[str] = ()) -> Iterator[tuple[tuple[Any, ...], list[Column]]]:
