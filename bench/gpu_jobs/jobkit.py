@@ -107,7 +107,7 @@ def torch_profile(job: Job, *, by_step: bool = True) -> Iterator[Callable[[], No
     activities = [ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(ProfilerActivity.CUDA)
-    plan = schedule(wait=1, warmup=1, active=PROFILE_STEPS) if by_step else None
+    plan = schedule(wait=1, warmup=1, active=PROFILE_STEPS, repeat=1) if by_step else None
     with profile(activities=activities, schedule=plan) as prof:
         yield prof.step if by_step else (lambda: None)
     with tempfile.TemporaryDirectory() as folder:

@@ -151,7 +151,3 @@ def main(argv: list[str] | None = None) -> int:
           f"{result.util_samples:,} buffered samples, {result.spans:,} spans "
           f"in {result.seconds:.1f} s")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
