@@ -10,7 +10,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "gpuwhy"
 
 # Lower number = lower layer. Modules at the package root are the foundation.
 LAYER: dict[str, float] = {
-    "model": 0, "errors": 0, "_version": 0, "nvml_codes": 0,
+    "model": 0, "errors": 0, "_version": 0, "nvml_codes": 0, "redact": 0,
     "wire": 0.5,  # the job-to-run protocol speaks in model records
     "env": 1, "telemetry": 1, "hooks": 1,
     "recording": 2,

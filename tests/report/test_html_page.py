@@ -21,9 +21,9 @@ from gpuwhy.analysis import diagnose
 from gpuwhy.errors import UsageError
 from gpuwhy.model import DeviceInfo, Span, SpanKind
 from gpuwhy.recording import Recording
+from gpuwhy.redact import MASK, redact_command
 from gpuwhy.report.html.page import render_html, script_json, write_html
 from gpuwhy.report.html.phases import MAX_INTERVALS
-from gpuwhy.report.html.redact import MASK, redact_command
 
 GiB = 2**30
 HOSTILE = ("<script>alert(1)</script>", "\"'><img src=x onerror=alert(2)>")

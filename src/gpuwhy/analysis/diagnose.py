@@ -21,6 +21,7 @@ from gpuwhy.analysis.phases import OTHER, PhaseStats, recording_phase_stats
 from gpuwhy.analysis.rules import run_rules
 from gpuwhy.analysis.rules.transfer import link_bandwidth_bytes_per_s
 from gpuwhy.model import NS_PER_S, DeviceInfo, Event, Finding, Severity, sort_findings
+from gpuwhy.redact import command_is_raw, recorded_command
 
 if TYPE_CHECKING:
     from gpuwhy.recording.reader import Recording
@@ -55,6 +56,7 @@ class Diagnosis:
     framework: str = Framework.UNKNOWN.value
     complete: bool = True
     meta: Mapping[str, Any] = field(default_factory=dict)
+    command_raw: bool = False  # recorded with `gpuwhy run --no-redact`: credentials not masked
 
     @property
     def worst_severity(self) -> Severity | None:
@@ -186,10 +188,10 @@ def diagnose(recording: Recording, *, environment: Mapping[str, Any] | None = No
         sync_counts=event_facts.syncs,
         synced_steps=event_facts.synced_steps,
     )
-    command = meta.get("command")
     exit_code = meta.get("exit_code")
     return Diagnosis(
-        command=[str(c) for c in command] if isinstance(command, list) else [],
+        command=recorded_command(meta),
+        command_raw=command_is_raw(meta),
         exit_code=exit_code if isinstance(exit_code, int) else None,
         duration_s=duration_s,
         devices=_devices(recording.devices, gpu),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -65,6 +66,12 @@ def register(subparsers: Any) -> None:
         "recording is analysed only for --json, --html or --fail-on)",
     )
     parser.add_argument(
+        "--no-redact",
+        action="store_true",
+        help="record the command as typed; by default anything that looks like a credential in "
+        "it is masked in the recording and every report (docs/sharing.md)",
+    )
+    parser.add_argument(
         "--no-hooks",
         action="store_true",
         help="do not inject the automatic phase/step hooks into the command (samples only)",
@@ -102,8 +109,12 @@ def _handle(args: argparse.Namespace) -> int:
     stderr = sys.stderr
     if not args.quiet:
         _say(stderr, f"recording to {record}")
+    if _open_to_everyone(record.parent):
+        _say(stderr, f"note: {record.parent} is writable by every user of this machine: others "
+             "can see the recording there")
     options = JobOptions(
-        command=command, record=record, interval_s=interval, hooks=not args.no_hooks
+        command=command, record=record, interval_s=interval, hooks=not args.no_hooks,
+        redact=not args.no_redact,
     )
     with FinishGuard() as guard:
         result = run_job(
@@ -224,6 +235,14 @@ def _checked_output_path(value: str, flag: str) -> Path:
     if path.is_dir():
         raise UsageError(f"run: {flag} {value} is a folder", "give a file name")
     return path
+
+
+def _open_to_everyone(folder: Path) -> bool:
+    """Whether every user may write into the folder (as /tmp): a shared place, said aloud."""
+    try:
+        return bool(folder.resolve().stat().st_mode & stat.S_IWOTH)
+    except OSError:
+        return False
 
 
 def _say(stream: TextIO, text: str) -> None:

@@ -18,6 +18,8 @@ window, most counts of a tier) cost 9 bytes and nothing to decode.
 from __future__ import annotations
 
 import itertools
+import json
+import sqlite3
 import struct
 import zlib
 from array import array
@@ -41,6 +43,12 @@ _PLAIN = 0x80  # flag on the width byte: values as they are (their differences o
 
 class CodecError(ValueError):
     """A block cannot be decoded (damaged data)."""
+
+
+# What reading a damaged file can raise: SQLite's own errors, a block that does not decode, text
+# (the schema, meta) whose bytes are no longer UTF-8 or no longer JSON. Readers turn each into
+# one RecordingError line.
+READ_ERRORS = (sqlite3.Error, CodecError, UnicodeDecodeError, json.JSONDecodeError)
 
 
 def _deltas(values: Sequence[int]) -> list[int]:

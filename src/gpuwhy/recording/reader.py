@@ -34,7 +34,7 @@ from gpuwhy.model import (
     UtilSample,
 )
 from gpuwhy.recording import blockcolumns, blockreader, schema, spancolumns
-from gpuwhy.recording.codec import CodecError
+from gpuwhy.recording.codec import READ_ERRORS
 from gpuwhy.recording.reader_tiers import TierReads
 from gpuwhy.recording.spancolumns import SpanColumns
 from gpuwhy.recording.streams import GPU, HOST, SPAN, UTIL, StreamSpec
@@ -136,7 +136,7 @@ class Recording(TierReads):
         except RecordingError:
             connection.close()
             raise
-        except sqlite3.Error as error:
+        except READ_ERRORS as error:
             connection.close()
             raise recording._damaged(error) from error
         return recording
@@ -189,7 +189,7 @@ class Recording(TierReads):
     def _stream(self, rows: Iterable[Any], make: Callable[..., T]) -> Iterator[T]:
         try:
             yield from itertools.starmap(make, rows)
-        except (sqlite3.Error, CodecError) as error:
+        except READ_ERRORS as error:
             raise self._damaged(error) from error
 
     def _sample_rows(self, spec: StreamSpec, device: int | None, start_ns: int | None,
@@ -216,7 +216,7 @@ class Recording(TierReads):
         """Spans (optionally of one kind and/or phase) in order of their start, streamed."""
         try:
             self._load_phases()  # a live recording may have gained phases since open
-        except sqlite3.Error as error:
+        except READ_ERRORS as error:
             raise self._damaged(error) from error
         phase_id = None
         if phase is not None:
@@ -247,7 +247,7 @@ class Recording(TierReads):
         step columns left out (NULL), for readers of times only."""
         try:
             self._load_phases()
-        except sqlite3.Error as error:
+        except READ_ERRORS as error:
             raise self._damaged(error) from error
         return self._guarded(spancolumns.span_columns(self._db, self._phases, kind, start_ns,
                                                       end_ns, steps=steps))
@@ -255,7 +255,7 @@ class Recording(TierReads):
     def _guarded(self, items: Iterator[T]) -> Iterator[T]:
         try:
             yield from items
-        except (sqlite3.Error, CodecError) as error:
+        except READ_ERRORS as error:
             raise self._damaged(error) from error
 
     def events(self) -> Iterator[Event]:
@@ -280,7 +280,7 @@ class Recording(TierReads):
             keys = {} if kind is None else {"kind": int(kind)}
             return blockcolumns.row_count(self._db, spec, start_ns, end_ns, keys,
                                          by_end=spec is SPAN)
-        except sqlite3.Error as error:
+        except READ_ERRORS as error:
             raise self._damaged(error) from error
 
     def time_range(self) -> tuple[int, int] | None:
@@ -290,7 +290,7 @@ class Recording(TierReads):
             bounds.append(self._db.execute("SELECT MIN(t_ns), MAX(t_ns) FROM events").fetchone())
             lows = [b[0] for b in bounds if b[0] is not None]
             highs = [b[1] for b in bounds if b[1] is not None]
-        except sqlite3.Error as error:
+        except READ_ERRORS as error:
             raise self._damaged(error) from error
         return (int(min(lows)), int(max(highs))) if lows else None
 

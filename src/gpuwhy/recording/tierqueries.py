@@ -18,7 +18,7 @@ from typing import Any
 
 from gpuwhy.model import NS_PER_S
 from gpuwhy.recording import blockcolumns, blockreader, segments
-from gpuwhy.recording.codec import CodecError
+from gpuwhy.recording.codec import READ_ERRORS
 from gpuwhy.recording.streams import TIER_WIDTHS_S, Column, StreamSpec
 from gpuwhy.recording.tiers import TierBucket, bucket_columns, merge_rows, to_bucket
 
@@ -61,7 +61,7 @@ class TierQueries:
             for row in merge_rows(spec, rows, width_ns):
                 if (low is None or row[0] >= low) and (end_ns is None or row[0] < end_ns):
                     yield to_bucket(spec, row, width_ns)
-        except (sqlite3.Error, CodecError) as error:
+        except READ_ERRORS as error:
             raise self._damaged(error) from error
 
     def summary(self, spec: StreamSpec, start_ns: int | None, end_ns: int | None,
@@ -81,7 +81,7 @@ class TierQueries:
                 else:
                     parts.append(_raw_tiers(spec, self._raw(spec, low, high, device), _WHOLE))
             merged = list(merge_rows(spec, itertools.chain.from_iterable(parts), _WHOLE))
-        except (sqlite3.Error, CodecError) as error:
+        except READ_ERRORS as error:
             raise self._damaged(error) from error
         result: dict[int | None, TierBucket] = {}
         for row in merged:
@@ -95,7 +95,7 @@ class TierQueries:
         """`summary` of every segment between consecutive `bounds` in one pass (segments.py)."""
         try:
             return segments.summarise(self, spec, bounds, device, metrics)
-        except (sqlite3.Error, CodecError) as error:
+        except READ_ERRORS as error:
             raise self._damaged(error) from error
 
     def stored(self, spec: StreamSpec, width_s: int, start_ns: int | None, end_ns: int | None,

@@ -98,6 +98,7 @@ def to_dict(diagnosis: Diagnosis) -> dict[str, Any]:
     report = {
         "schema_version": JSON_SCHEMA_VERSION,
         "command": list(diagnosis.command),
+        "command_redacted": not diagnosis.command_raw,
         "exit_code": diagnosis.exit_code,
         "duration_s": _num(diagnosis.duration_s),
         "environment": _environment(diagnosis),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuwhy.model import NS_PER_S, SpanKind
+from gpuwhy.redact import recorded_command
 
 if TYPE_CHECKING:
     from gpuwhy.recording.reader import Recording
@@ -54,9 +55,8 @@ def basic_summary(recording: Recording) -> BasicSummary:
             util.total / util.n if util is not None else None,
             None if memory is None or memory.maximum is None else int(memory.maximum)))
     steps = sum(sum(block.steps) for block in recording.span_columns(kind=SpanKind.STEP))
-    command = meta.get("command")
     return BasicSummary(
-        command=[str(part) for part in command] if isinstance(command, list) else [],
+        command=recorded_command(meta),
         exit_code=meta.get("exit_code") if isinstance(meta.get("exit_code"), int) else None,
         duration_s=duration,
         gpus=gpus,

@@ -127,6 +127,8 @@ def _wrapped(console: Console, renderable: RenderableType, indent: int = 0) -> N
 def render(diagnosis: Diagnosis, console: Console) -> None:
     """Print the one-screen summary of a diagnosis."""
     command = shlex.join(diagnosis.command) if diagnosis.command else "(command not recorded)"
+    if diagnosis.command_raw:
+        command += " (not redacted: recorded with --no-redact)"
     exit_text = "" if diagnosis.exit_code is None else f", exit code {diagnosis.exit_code}"
     _wrapped(console, Text(f"gpuwhy: {command} — {diagnosis.duration_s:.1f} s{exit_text}"))
     if not diagnosis.complete:

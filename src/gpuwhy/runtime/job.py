@@ -21,6 +21,7 @@ from pathlib import Path
 
 from gpuwhy.errors import ExitCode
 from gpuwhy.model import Event
+from gpuwhy.redact import REDACTION_META, redact_command
 from gpuwhy.runtime.child import Child, SpawnError, child_environment
 from gpuwhy.runtime.environment import WAIT_AT_EXIT_S, EnvironmentProbe, job_interpreter
 from gpuwhy.runtime.session import Session
@@ -36,6 +37,7 @@ class JobOptions:
     interval_s: float = 0.1
     hooks: bool = True
     probe_environment: bool = True
+    redact: bool = True  # mask credentials in the recorded command (`--no-redact`: False)
     environment_wait_s: float = WAIT_AT_EXIT_S
 
 
@@ -92,7 +94,9 @@ def run_job(
         socket_path = session.listener.path if session.listener is not None else None
         env = child_environment(socket_path, hooks=options.hooks, environ=environ)
         python = job_interpreter(options.command, env)
-        session.set_meta("command", list(options.command))
+        command = list(options.command)
+        session.set_meta("command", redact_command(command) if options.redact else command)
+        session.set_meta(REDACTION_META, "on" if options.redact else "off")
         session.set_meta("python", python)
         try:
             if hurry is not None and hurry.is_set():

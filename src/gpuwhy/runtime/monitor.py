@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 
 from gpuwhy.model import Event, Span
+from gpuwhy.redact import REDACTION_META, redact_command
 from gpuwhy.runtime.paths import default_recording_path
 from gpuwhy.runtime.session import Session
 from gpuwhy.wire import ENV_SOCKET
@@ -49,7 +50,8 @@ class Monitor:
     def start(self) -> Monitor:
         """Create the recording (RecordingError if the file exists) and start sampling."""
         self.session.open()
-        self.session.set_meta("command", [sys.executable, *sys.argv])
+        self.session.set_meta("command", redact_command([sys.executable, *sys.argv]))
+        self.session.set_meta(REDACTION_META, "on")
         self.session.set_meta("python", sys.executable)
         self.session.start()
         try:

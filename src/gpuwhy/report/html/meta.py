@@ -2,7 +2,7 @@
 
 Only named facts are shown. The environment facts the doctor collected (including selected
 environment variables) are never dumped: a report is shared, and variables carry credentials.
-The command is masked by redact.py.
+The command is masked by gpuwhy.redact.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _items(diagnosis: Diagnosis) -> list[tuple[str, str | None]]:
     interval = meta.get("interval_s")
     dropped = meta.get("dropped", meta.get("writer_dropped"))
     return [
-        ("Command", command_text(diagnosis.command)),
+        ("Command", command_text(diagnosis.command, raw=diagnosis.command_raw)),
         ("Exit code", _text(diagnosis.exit_code)),
         ("Started", _started(meta)),
         ("Wall time", seconds(diagnosis.duration_s)),

@@ -82,7 +82,7 @@ def _page(diagnosis: Diagnosis, data: dict[str, Any], script: str, css: str,
     names = [n for n, p in diagnosis.phases.items() if p.intervals or n == "data_wait"]
     if data["wait"] is None and "data_wait" in names:
         names.remove("data_wait")
-    title = f"gpuwhy · {command_text(diagnosis.command)}"
+    title = f"gpuwhy · {command_text(diagnosis.command, raw=diagnosis.command_raw)}"
     body = header(diagnosis) + _timeline_section(data, names) + sections
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

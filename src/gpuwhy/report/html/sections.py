@@ -12,15 +12,20 @@ from collections.abc import Mapping, Sequence
 
 from gpuwhy.analysis import Diagnosis, PhaseStats
 from gpuwhy.model import Finding
+from gpuwhy.redact import redact_command
 from gpuwhy.report.html.format import esc, evidence_rows, percent, seconds, with_code
 from gpuwhy.report.html.phases import phase_colors
-from gpuwhy.report.html.redact import redact_command
 from gpuwhy.report.verdict import verdict
 
 
-def command_text(command: Sequence[str]) -> str:
-    """The command as a shell line, secrets masked (not escaped: callers escape)."""
-    return shlex.join(redact_command(command)) if command else "(command not recorded)"
+def command_text(command: Sequence[str], *, raw: bool = False) -> str:
+    """The command as a shell line, secrets masked unless it was recorded raw on purpose
+    (`gpuwhy run --no-redact`, then said so); not escaped: callers escape."""
+    if not command:
+        return "(command not recorded)"
+    if raw:
+        return f"{shlex.join(command)}  (not redacted: recorded with --no-redact)"
+    return shlex.join(redact_command(command))
 
 
 def header(diagnosis: Diagnosis) -> str:
@@ -42,7 +47,8 @@ def header(diagnosis: Diagnosis) -> str:
     return (
         "<header class=\"top\"><h1>gpuwhy report</h1>"
         f"<p class=\"verdict\" id=\"verdict\">{esc(verdict(diagnosis))}</p>"
-        f"<p class=\"command\"><code id=\"command\">{esc(command_text(diagnosis.command))}</code>"
+        f"<p class=\"command\"><code id=\"command\">"
+        f"{esc(command_text(diagnosis.command, raw=diagnosis.command_raw))}</code>"
         f"</p><p class=\"facts\">{esc(' · '.join(facts))}</p>{''.join(notes)}"
         "<nav><a href=\"#timeline\">Timeline</a><a href=\"#phases\">Phases</a>"
         "<a href=\"#findings\">Findings</a><a href=\"#environment\">Environment</a>"

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from gpuwhy.model import NS_PER_S, Span, SpanKind
 from gpuwhy.recording.reader import Recording
+from gpuwhy.redact import recorded_command
 from gpuwhy.report.perfetto.plan import TracePlan, plan_trace
 from gpuwhy.report.perfetto.tiers import step_counters, tier_counters
 from gpuwhy.report.perfetto.tracks import (
@@ -122,7 +123,7 @@ def write_trace(recording: Recording, out: TextIO, *, start_s: float | None = No
                   "ts": ts(happened.t_ns), "pid": HOST_PID, "tid": 0,
                   "args": {"message": happened.message, **happened.data}})
     other = {"producer": "gpuwhy", "recording": str(recording.path),
-             "command": recording.meta.get("command"), "start_ns": origin,
+             "command": recorded_command(recording.meta), "start_ns": origin,
              "window_s": [None if t is None else (t - origin) / NS_PER_S for t in (low, high)],
              **plan.describe()}
     out.write('\n],"displayTimeUnit":"ms","otherData":')
