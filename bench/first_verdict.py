@@ -46,10 +46,12 @@ def job(batches: int, epochs: int, load_ms: float) -> None:
 
     signature = (tf.TensorSpec((32, 64), tf.float32), tf.TensorSpec((32,), tf.int64))
     data = tf.data.Dataset.from_generator(slow_batches, output_signature=signature)
-    model = tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(64, "relu"),
-                                 tf.keras.layers.Dense(10)])
-    model.compile(optimizer="adam",
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model = tf.keras.Sequential(
+        [tf.keras.Input((64,)), tf.keras.layers.Dense(64, "relu"), tf.keras.layers.Dense(10)]
+    )
+    model.compile(
+        optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     model.fit(data, steps_per_epoch=batches, epochs=epochs, verbose=0)
 
 
@@ -69,8 +71,12 @@ def probe(record: Path) -> tuple[str | None, int, int | None, float]:
     except RecordingError:
         return None, 0, None, time.perf_counter() - started
     top = diagnosis.findings[0].code if diagnosis.findings else None
-    return top, steps, start_ns if isinstance(start_ns, int) else None, \
-        time.perf_counter() - started
+    return (
+        top,
+        steps,
+        start_ns if isinstance(start_ns, int) else None,
+        time.perf_counter() - started,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,13 +94,29 @@ def main(argv: list[str] | None = None) -> int:
     found: tuple[float, float | None, int, float] | None = None
     with tempfile.TemporaryDirectory() as scratch:
         record = Path(scratch, "live.gpuwhy.db")
-        command = [sys.executable, "-m", "gpuwhy", "run", "--quiet", "--record", str(record),
-                   "--", sys.executable, str(Path(__file__).resolve()), "--job",
-                   "--batches", str(args.batches), "--epochs", str(args.epochs),
-                   "--load-ms", str(args.load_ms)]
+        command = [
+            sys.executable,
+            "-m",
+            "gpuwhy",
+            "run",
+            "--quiet",
+            "--record",
+            str(record),
+            "--",
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--job",
+            "--batches",
+            str(args.batches),
+            "--epochs",
+            str(args.epochs),
+            "--load-ms",
+            str(args.load_ms),
+        ]
         launched_ns = time.monotonic_ns()
-        child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         while child.poll() is None:
             time.sleep(1.0)
             if not record.exists():
@@ -103,8 +125,11 @@ def main(argv: list[str] | None = None) -> int:
             top, steps, start_ns, cost = probe(record)
             since_launch = (probed_ns - launched_ns) / 1e9
             timeline.append((since_launch, top, steps, cost))
-            print(f"{since_launch:6.1f} s: {steps:4d} steps, top finding {top} "
-                  f"(analysis {cost:.2f} s)", flush=True)
+            print(
+                f"{since_launch:6.1f} s: {steps:4d} steps, top finding {top} "
+                f"(analysis {cost:.2f} s)",
+                flush=True,
+            )
             if top == EXPECTED and found is None:
                 since_start = None if start_ns is None else (probed_ns - start_ns) / 1e9
                 found = (since_launch, since_start, steps, cost)

@@ -20,8 +20,11 @@ class ArchiveError(Exception):
 
 
 def _files(work: Path, dropped: set[Path]) -> list[Path]:
-    return sorted(p for p in work.rglob("*") if p.is_file() and p not in dropped
-                  and p.relative_to(work).parts[0] != ".cache")
+    return sorted(
+        p
+        for p in work.rglob("*")
+        if p.is_file() and p not in dropped and p.relative_to(work).parts[0] != ".cache"
+    )
 
 
 def _write(work: Path, manifest: dict[str, Any], target: Path, dropped: set[Path]) -> None:
@@ -35,8 +38,11 @@ def pack(work: Path, manifest: dict[str, Any], out: Path, label: str, limit: int
     """`gpu-truth-<label>.tar.xz` in `out` (and the manifest beside it), at most `limit` bytes:
     profiler traces are left out, largest first, until it fits; the manifest names them."""
     target = out / f"gpu-truth-{label}.tar.xz"
-    traces = sorted((p for pattern in TRACE_PATTERNS for p in work.rglob(pattern)),
-                    key=lambda p: p.stat().st_size, reverse=True)
+    traces = sorted(
+        (p for pattern in TRACE_PATTERNS for p in work.rglob(pattern)),
+        key=lambda p: p.stat().st_size,
+        reverse=True,
+    )
     dropped: set[Path] = set()
     manifest["dropped_for_size"] = []
     manifest["over_limit"] = False
@@ -68,8 +74,7 @@ def _manifest_of(tar: tarfile.TarFile, path: Path) -> dict[str, Any]:
         member = tar.extractfile("manifest.json")
         manifest = json.loads(member.read()) if member else None
     except (KeyError, ValueError) as error:
-        raise ArchiveError(f"{path} holds no capture manifest (not a gpu-truth archive)"
-                           ) from error
+        raise ArchiveError(f"{path} holds no capture manifest (not a gpu-truth archive)") from error
     if not isinstance(manifest, dict) or manifest.get("kind") != "gpuwhy.gpu-truth":
         raise ArchiveError(f"{path} is not a gpu-truth archive (its manifest is another kind)")
     return manifest
@@ -105,10 +110,12 @@ def unpack(archives: Iterable[Path], dest: Path) -> list[Path]:
                         target.write_bytes(source.read())
         except (tarfile.TarError, EOFError, OSError) as error:
             cause = str(error).splitlines()[0].rstrip(":") if str(error) else type(error).__name__
-            raise ArchiveError(f"{path} cannot be read ({cause}): not an archive, or cut short; "
-                               "copy it again") from error
+            raise ArchiveError(
+                f"{path} cannot be read ({cause}): not an archive, or cut short; copy it again"
+            ) from error
         (folder / f"manifest-part{manifest['part']}.json").write_text(
-            json.dumps(manifest, indent=1, sort_keys=True))
+            json.dumps(manifest, indent=1, sort_keys=True)
+        )
         (folder / "README.md").write_text(readme(folder))
         if folder not in written:
             written.append(folder)
@@ -126,48 +133,79 @@ def readme(folder: Path) -> str:
     machine = first.get("machine", {})
     gpus = machine.get("gpus") or []
     software = (machine.get("software") or {}).get("packages", {})
-    lines = [f"# GPU truth captured {str(first.get('started'))[:10]}"
-             f" on {gpus[0].get('name') if gpus else 'a CPU (dry run)'}", "",
-             "Recorded by `python bench/gpu_truth.py capture` (bench/README.md) from this "
-             "repository's own scenario jobs (bench/gpu_jobs/), on synthetic data: nothing here "
-             "comes from a third party. Each scenario ran its slow and its fixed variant "
-             "alternately under `gpuwhy run`; the truth below is the jobs' own timing, never "
-             "gpuwhy's.", "", "## Machine", ""]
+    lines = [
+        f"# GPU truth captured {str(first.get('started'))[:10]}"
+        f" on {gpus[0].get('name') if gpus else 'a CPU (dry run)'}",
+        "",
+        "Recorded by `python bench/gpu_truth.py capture` (bench/README.md) from this "
+        "repository's own scenario jobs (bench/gpu_jobs/), on synthetic data: nothing here "
+        "comes from a third party. Each scenario ran its slow and its fixed variant "
+        "alternately under `gpuwhy run`; the truth below is the jobs' own timing, never "
+        "gpuwhy's.",
+        "",
+        "## Machine",
+        "",
+    ]
     for gpu in gpus:
-        lines.append(f"- GPU: {gpu.get('name')} ({gpu.get('memory.total')}, compute capability "
-                     f"{gpu.get('compute_cap')}, UUID {gpu.get('uuid')})")
-    lines += [f"- NVIDIA driver: {gpus[0].get('driver_version') if gpus else 'none'}; CUDA "
-              f"(driver): {machine.get('cuda_driver_version') or 'none'}",
-              f"- {machine.get('cpu_count')} CPUs; {machine.get('platform')}",
-              f"- Python {(machine.get('software') or {}).get('python')}; "
-              + ", ".join(f"{k} {v}" for k, v in sorted(software.items())),
-              f"- gpuwhy commit: {first.get('commit')}", ""]
-    lines += ["## Parts", "", "| part | size | pairs | started | runs | failed | skipped for time "
-              "| traces left out for size |", "|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"- GPU: {gpu.get('name')} ({gpu.get('memory.total')}, compute capability "
+            f"{gpu.get('compute_cap')}, UUID {gpu.get('uuid')})"
+        )
+    lines += [
+        f"- NVIDIA driver: {gpus[0].get('driver_version') if gpus else 'none'}; CUDA "
+        f"(driver): {machine.get('cuda_driver_version') or 'none'}",
+        f"- {machine.get('cpu_count')} CPUs; {machine.get('platform')}",
+        f"- Python {(machine.get('software') or {}).get('python')}; "
+        + ", ".join(f"{k} {v}" for k, v in sorted(software.items())),
+        f"- gpuwhy commit: {first.get('commit')}",
+        "",
+    ]
+    lines += [
+        "## Parts",
+        "",
+        "| part | size | pairs | started | runs | failed | skipped for time "
+        "| traces left out for size |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for m in manifests:
         failed = [r["name"] for r in m["runs"] if not r["ok"]]
-        lines.append(f"| {m['part']} | {m['size']} | {m['pairs']} | {m['started']} | "
-                     f"{len(m['runs'])} | {', '.join(failed) or 'none'} | "
-                     f"{', '.join(m['skipped_for_time']) or 'none'} | "
-                     f"{', '.join(m.get('dropped_for_size', [])) or 'none'} |")
-    lines += ["", "## Scenarios and their measured truth", "",
-              "Speed-ups are slow/fixed of the jobs' own `train` phase (steady state, after "
-              "warm-up), medians over the pairs; *removed share* is 1 − fixed/slow of that "
-              "phase: the part of it the fix removed.", "",
-              "| scenario | what it proves | gpuwhy should say | pairs | train speed-up | job "
-              "speed-up | removed share |", "|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {m['part']} | {m['size']} | {m['pairs']} | {m['started']} | "
+            f"{len(m['runs'])} | {', '.join(failed) or 'none'} | "
+            f"{', '.join(m['skipped_for_time']) or 'none'} | "
+            f"{', '.join(m.get('dropped_for_size', [])) or 'none'} |"
+        )
+    lines += [
+        "",
+        "## Scenarios and their measured truth",
+        "",
+        "Speed-ups are slow/fixed of the jobs' own `train` phase (steady state, after "
+        "warm-up), medians over the pairs; *removed share* is 1 − fixed/slow of that "
+        "phase: the part of it the fix removed.",
+        "",
+        "| scenario | what it proves | gpuwhy should say | pairs | train speed-up | job "
+        "speed-up | removed share |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for m in manifests:
         for name, s in m["scenarios"].items():
             t = s["truth"]
-            lines.append(f"| `{name}` | {s['proves']} | {s['expected'] or 'no finding yet'} | "
-                         f"{t['pairs']} | {_cell(t['train_speedup'])} | "
-                         f"{_cell(t['job_speedup'])} | {_cell(t['removed_share'])} |")
-    lines += ["", "## Files", "",
-              "Per scenario folder: `<variant>-<pair>.gpuwhy.db` (the recording), "
-              "`.report.json` (gpuwhy's JSON report), `.truth.json` (the job's own timings), "
-              "and `profiled.*` with the profiler's trace of the slow variant "
-              "(`profile.trace.json.gz`: torch.profiler; `profile.profile.zip`: jax.profiler). "
-              "`extras/`: `doctor --save`, the gpu-marked tests (JUnit XML), the sampler's cost, "
-              "the overhead of `gpuwhy run`. `manifest-part<N>.json`: every run's exact command, "
-              "environment, exit code and wall time.", ""]
+            lines.append(
+                f"| `{name}` | {s['proves']} | {s['expected'] or 'no finding yet'} | "
+                f"{t['pairs']} | {_cell(t['train_speedup'])} | "
+                f"{_cell(t['job_speedup'])} | {_cell(t['removed_share'])} |"
+            )
+    lines += [
+        "",
+        "## Files",
+        "",
+        "Per scenario folder: `<variant>-<pair>.gpuwhy.db` (the recording), "
+        "`.report.json` (gpuwhy's JSON report), `.truth.json` (the job's own timings), "
+        "and `profiled.*` with the profiler's trace of the slow variant "
+        "(`profile.trace.json.gz`: torch.profiler; `profile.profile.zip`: jax.profiler). "
+        "`extras/`: `doctor --save`, the gpu-marked tests (JUnit XML), the sampler's cost, "
+        "the overhead of `gpuwhy run`. `manifest-part<N>.json`: every run's exact command, "
+        "environment, exit code and wall time.",
+        "",
+    ]
     return "\n".join(lines)

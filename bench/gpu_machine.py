@@ -35,8 +35,9 @@ print(json.dumps({"python": sys.version.split()[0], "packages": found}))
 
 def _run(command: list[str], env: dict[str, str] | None = None) -> str | None:
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env,
-                              check=False)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=60, env=env, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -64,8 +65,10 @@ def cuda_version() -> str | None:
 def facts(python: str, env: dict[str, str]) -> dict[str, Any]:
     versions = _run([python, "-c", _VERSIONS], env)
     return {
-        "gpus": gpus(), "cuda_driver_version": cuda_version(),
-        "cpu_count": os.cpu_count(), "platform": platform.platform(terse=True),
+        "gpus": gpus(),
+        "cuda_driver_version": cuda_version(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(terse=True),
         "kernel": platform.release(),
         "software": json.loads(versions) if versions else None,
     }

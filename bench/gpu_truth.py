@@ -61,18 +61,29 @@ class Capture:
         self.skipped: list[str] = []
         self.env = dict(os.environ)
         self.env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, (str(ROOT / "src"), os.environ.get("PYTHONPATH"))))
+            filter(None, (str(ROOT / "src"), os.environ.get("PYTHONPATH")))
+        )
         self.env["GPUWHY_CACHE_DIR"] = str(work / ".cache")
         self.env["PYTHONUNBUFFERED"] = "1"
 
     def portable(self, parts: list[str]) -> list[str]:
         """A command as the manifest shows it: the repository and work folder by name."""
-        return [p.replace(sys.executable, "python").replace(str(self.work), "<work>")
-                .replace(str(ROOT), "<repo>") for p in parts]
+        return [
+            p.replace(sys.executable, "python")
+            .replace(str(self.work), "<work>")
+            .replace(str(ROOT), "<repo>")
+            for p in parts
+        ]
 
-    def run(self, name: str, command: list[str], env: dict[str, str] | None = None,
-            estimate_s: float | None = None, cwd: Path | None = None,
-            ok_codes: tuple[int, ...] = (0,)) -> dict[str, Any] | None:
+    def run(
+        self,
+        name: str,
+        command: list[str],
+        env: dict[str, str] | None = None,
+        estimate_s: float | None = None,
+        cwd: Path | None = None,
+        ok_codes: tuple[int, ...] = (0,),
+    ) -> dict[str, Any] | None:
         """Run a command (None if the budget cannot fit it); its record in the manifest.
         `ok_codes`: the exit codes that mean it did its work (doctor exits 1 on findings)."""
         guess = estimate_s if estimate_s is not None else FIRST_GUESS_S[self.size]
@@ -84,33 +95,65 @@ class Capture:
         started = time.perf_counter()
         with log.open("w") as out:
             try:
-                done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT,
-                                      env={**self.env, **(env or {})}, cwd=cwd or self.work,
-                                      timeout=RUN_TIMEOUT_S[self.size], check=False)
+                done = subprocess.run(
+                    command,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env={**self.env, **(env or {})},
+                    cwd=cwd or self.work,
+                    timeout=RUN_TIMEOUT_S[self.size],
+                    check=False,
+                )
                 code: int | str = done.returncode
             except subprocess.TimeoutExpired:
                 code = "timeout"
-        record = {"name": name, "command": self.portable(command), "env": env or {},
-                  "exit_code": code, "ok": code in ok_codes,
-                  "wall_s": round(time.perf_counter() - started, 3),
-                  "log": str(log.relative_to(self.work))}
+        record = {
+            "name": name,
+            "command": self.portable(command),
+            "env": env or {},
+            "exit_code": code,
+            "ok": code in ok_codes,
+            "wall_s": round(time.perf_counter() - started, 3),
+            "log": str(log.relative_to(self.work)),
+        }
         if not record["ok"]:
             record["log_tail"] = log.read_text(errors="replace")[-1500:]
         self.runs.append(record)
         return record
 
 
-def _under_gpuwhy(capture: Capture, scenario: Scenario, label: str, job_args: list[str],
-                  ) -> dict[str, Any] | None:
+def _under_gpuwhy(
+    capture: Capture,
+    scenario: Scenario,
+    label: str,
+    job_args: list[str],
+) -> dict[str, Any] | None:
     folder = capture.work / scenario.name
     folder.mkdir(exist_ok=True)
     py = sys.executable
-    command = [py, "-m", "gpuwhy", "run", "--quiet", "--record", str(folder / f"{label}.gpuwhy.db"),
-               "--json", str(folder / f"{label}.report.json"), "--", py, str(scenario.script),
-               "--size", capture.size, "--truth", str(folder / f"{label}.truth.json"), *job_args]
+    command = [
+        py,
+        "-m",
+        "gpuwhy",
+        "run",
+        "--quiet",
+        "--record",
+        str(folder / f"{label}.gpuwhy.db"),
+        "--json",
+        str(folder / f"{label}.report.json"),
+        "--",
+        py,
+        str(scenario.script),
+        "--size",
+        capture.size,
+        "--truth",
+        str(folder / f"{label}.truth.json"),
+        *job_args,
+    ]
     earlier = [r["wall_s"] for r in capture.runs if r["name"].startswith(scenario.name + "/")]
-    return capture.run(f"{scenario.name}/{label}", command, scenario.env,
-                       max(earlier) if earlier else None)
+    return capture.run(
+        f"{scenario.name}/{label}", command, scenario.env, max(earlier) if earlier else None
+    )
 
 
 def run_scenario(capture: Capture, scenario: Scenario, pairs: int) -> None:
@@ -120,8 +163,12 @@ def run_scenario(capture: Capture, scenario: Scenario, pairs: int) -> None:
             extra = ["--fixed"] if variant == "fixed" else []
             _under_gpuwhy(capture, scenario, f"{variant}-{pair}", extra)
     suffix = ".trace.json.gz" if scenario.framework == "torch" else ".profile.zip"
-    _under_gpuwhy(capture, scenario, "profiled",
-                  ["--profile", str(capture.work / scenario.name / f"profile{suffix}")])
+    _under_gpuwhy(
+        capture,
+        scenario,
+        "profiled",
+        ["--profile", str(capture.work / scenario.name / f"profile{suffix}")],
+    )
 
 
 def run_extras(capture: Capture, dry_run: bool, pairs: int) -> None:
@@ -129,22 +176,64 @@ def run_extras(capture: Capture, dry_run: bool, pairs: int) -> None:
     py = sys.executable
     extras = capture.work / "extras"
     extras.mkdir(exist_ok=True)
-    capture.run("doctor", [py, "-m", "gpuwhy", "doctor", "--save", str(extras / "doctor.json")],
-                ok_codes=(0, 1))
+    capture.run(
+        "doctor",
+        [py, "-m", "gpuwhy", "doctor", "--save", str(extras / "doctor.json")],
+        ok_codes=(0, 1),
+    )
     # That machine has no TensorFlow: test modules that need it fail to import, the rest run.
-    capture.run("pytest-gpu", [py, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
-                               "--continue-on-collection-errors", "--junitxml",
-                               str(extras / "pytest-gpu.xml"), str(ROOT / "tests")],
-                cwd=ROOT, estimate_s=60 if not dry_run else 30)
+    capture.run(
+        "pytest-gpu",
+        [
+            py,
+            "-m",
+            "pytest",
+            "-m",
+            "gpu",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--continue-on-collection-errors",
+            "--junitxml",
+            str(extras / "pytest-gpu.xml"),
+            str(ROOT / "tests"),
+        ],
+        cwd=ROOT,
+        estimate_s=60 if not dry_run else 30,
+    )
     seconds = "2" if dry_run else "10"
-    capture.run("sampler_cost", [py, str(HERE / "sampler_cost.py"), "--seconds", seconds,
-                                 "--out", str(extras / "sampler_cost.md")], cwd=ROOT,
-                estimate_s=10 if dry_run else 90)
-    overhead = ["--pairs", "1", "--batches", "10", "--epochs", "1"] if dry_run else \
-        ["--pairs", str(max(pairs, 10))]
-    capture.run("overhead", [py, str(HERE / "overhead.py"), "--jobs", "torch", *overhead,
-                             "--out", str(extras / "overhead.md")], cwd=ROOT,
-                estimate_s=40 if dry_run else 200)
+    capture.run(
+        "sampler_cost",
+        [
+            py,
+            str(HERE / "sampler_cost.py"),
+            "--seconds",
+            seconds,
+            "--out",
+            str(extras / "sampler_cost.md"),
+        ],
+        cwd=ROOT,
+        estimate_s=10 if dry_run else 90,
+    )
+    overhead = (
+        ["--pairs", "1", "--batches", "10", "--epochs", "1"]
+        if dry_run
+        else ["--pairs", str(max(pairs, 10))]
+    )
+    capture.run(
+        "overhead",
+        [
+            py,
+            str(HERE / "overhead.py"),
+            "--jobs",
+            "torch",
+            *overhead,
+            "--out",
+            str(extras / "overhead.md"),
+        ],
+        cwd=ROOT,
+        estimate_s=40 if dry_run else 200,
+    )
 
 
 def truths(work: Path, scenario: Scenario) -> dict[str, Any]:
@@ -154,8 +243,9 @@ def truths(work: Path, scenario: Scenario) -> dict[str, Any]:
     folder = work / scenario.name
     speedups, walls, shares = [], [], []
     pair = 0
-    while (folder / f"slow-{pair}.truth.json").exists() or (folder / f"fixed-{pair}.truth.json"
-                                                             ).exists():
+    while (folder / f"slow-{pair}.truth.json").exists() or (
+        folder / f"fixed-{pair}.truth.json"
+    ).exists():
         slow, fixed = (folder / f"{v}-{pair}.truth.json" for v in ("slow", "fixed"))
         if slow.exists() and fixed.exists():
             a, b = json.loads(slow.read_text()), json.loads(fixed.read_text())
@@ -165,15 +255,22 @@ def truths(work: Path, scenario: Scenario) -> dict[str, Any]:
                 shares.append(max(0.0, 1 - train_b / train_a))
             walls.append(sum(a["phases_s"].values()) / max(sum(b["phases_s"].values()), 1e-9))
         pair += 1
+
     def median(xs):
-        return (round(statistics.median(xs), 4) if xs else None)
-    return {"pairs": len(speedups), "train_speedup": median(speedups),
-            "train_speedups": [round(x, 4) for x in speedups], "job_speedup": median(walls),
-            "removed_share": median(shares)}
+        return round(statistics.median(xs), 4) if xs else None
+
+    return {
+        "pairs": len(speedups),
+        "train_speedup": median(speedups),
+        "train_speedups": [round(x, 4) for x in speedups],
+        "job_speedup": median(walls),
+        "removed_share": median(shares),
+    }
 
 
-def capture_part(out: Path, part: str, size: str, pairs: int, only: list[str],
-                 budget_s: float) -> int:
+def capture_part(
+    out: Path, part: str, size: str, pairs: int, only: list[str], budget_s: float
+) -> int:
     numbers = PARTS if part == "all" else (int(part),)
     chosen = [s for s in SCENARIOS if s.part in numbers and (not only or s.name in only)]
     work = Path(tempfile.mkdtemp(prefix="gpu-truth-"))
@@ -181,31 +278,58 @@ def capture_part(out: Path, part: str, size: str, pairs: int, only: list[str],
     capture = Capture(work, size, budget_s)
     started = dt.datetime.now(dt.timezone.utc)
     # Fills gpuwhy's probe cache, so that no timed run pays for the environment probe.
-    capture.run("warm-up", [sys.executable, "-m", "gpuwhy", "run", "--quiet", "--record",
-                            str(work / ".cache" / "warm-up.gpuwhy.db"), "--", sys.executable,
-                            "-c", "pass"])
+    capture.run(
+        "warm-up",
+        [
+            sys.executable,
+            "-m",
+            "gpuwhy",
+            "run",
+            "--quiet",
+            "--record",
+            str(work / ".cache" / "warm-up.gpuwhy.db"),
+            "--",
+            sys.executable,
+            "-c",
+            "pass",
+        ],
+    )
     for scenario in chosen:
         run_scenario(capture, scenario, pairs)
     if 3 in numbers and not only:
         run_extras(capture, size == "tiny", pairs)
     manifest = {
-        "kind": "gpuwhy.gpu-truth", "part": part, "size": size, "pairs": pairs,
+        "kind": "gpuwhy.gpu-truth",
+        "part": part,
+        "size": size,
+        "pairs": pairs,
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": gpu_machine.facts(sys.executable, capture.env),
         "commit": gpu_machine.commit(ROOT),
-        "scenarios": {s.name: {"job": s.job, "proves": s.proves, "expected": s.expected,
-                               "framework": s.framework, "env": s.env,
-                               "truth": truths(work, s)} for s in chosen},
-        "runs": capture.runs, "skipped_for_time": capture.skipped,
+        "scenarios": {
+            s.name: {
+                "job": s.job,
+                "proves": s.proves,
+                "expected": s.expected,
+                "framework": s.framework,
+                "env": s.env,
+                "truth": truths(work, s),
+            }
+            for s in chosen
+        },
+        "runs": capture.runs,
+        "skipped_for_time": capture.skipped,
     }
     out.mkdir(parents=True, exist_ok=True)
     archive = gpu_archive.pack(work, manifest, out, f"part{part}", ARCHIVE_LIMIT_BYTES)
     shutil.rmtree(work, ignore_errors=True)
     failed = [r["name"] for r in capture.runs if not r["ok"]]
-    print(f"{archive} ({archive.stat().st_size / 2**20:.1f} MiB): {len(capture.runs)} runs, "
-          f"{len(failed)} failed{': ' + ', '.join(failed) if failed else ''}"
-          f"{'; skipped for time: ' + ', '.join(capture.skipped) if capture.skipped else ''}")
+    print(
+        f"{archive} ({archive.stat().st_size / 2**20:.1f} MiB): {len(capture.runs)} runs, "
+        f"{len(failed)} failed{': ' + ', '.join(failed) if failed else ''}"
+        f"{'; skipped for time: ' + ', '.join(capture.skipped) if capture.skipped else ''}"
+    )
     return 0
 
 
@@ -215,19 +339,34 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = _Parser(prog="gpu_truth.py", description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog="gpu_truth.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
     take = verbs.add_parser("capture", help="run the scenarios and pack an archive")
     take.add_argument("--out", type=Path, required=True, help="folder for archive + manifest")
     take.add_argument("--part", choices=[*map(str, PARTS), "all"], default="all")
     take.add_argument("--pairs", type=int, default=3, help="slow/fixed pairs per scenario")
-    take.add_argument("--dry-run", action="store_true",
-                      help="tiny sizes on the CPU, one pair unless --pairs is given")
-    take.add_argument("--only", nargs="+", default=[], metavar="NAME",
-                      help="only these scenarios (names from 'list')")
-    take.add_argument("--budget-s", type=float, default=520.0,
-                      help="start no run that would end after this many seconds")
+    take.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="tiny sizes on the CPU, one pair unless --pairs is given",
+    )
+    take.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="only these scenarios (names from 'list')",
+    )
+    take.add_argument(
+        "--budget-s",
+        type=float,
+        default=520.0,
+        help="start no run that would end after this many seconds",
+    )
     unpack = verbs.add_parser("unpack", help="unpack archives into the test data")
     unpack.add_argument("archives", nargs="+", type=Path)
     unpack.add_argument("--dest", type=Path, default=ROOT / "tests" / "data" / "gpu")
@@ -250,15 +389,22 @@ def main(argv: list[str]) -> int:
         if args.verb == "list":
             for s in SCENARIOS:
                 print(f"{s.name:16} part {s.part}  {s.proves}")
-            print(f"{'(extras)':16} part 3  doctor --save, gpu-marked tests, sampler cost, "
-                  "overhead")
+            print(
+                f"{'(extras)':16} part 3  doctor --save, gpu-marked tests, sampler cost, overhead"
+            )
             return 0
         if args.verb == "unpack":
             for folder in gpu_archive.unpack(args.archives, args.dest):
                 print(folder)
             return 0
-        return capture_part(args.out, args.part, "tiny" if args.dry_run else "gpu", args.pairs,
-                            args.only, args.budget_s)
+        return capture_part(
+            args.out,
+            args.part,
+            "tiny" if args.dry_run else "gpu",
+            args.pairs,
+            args.only,
+            args.budget_s,
+        )
     except (KitUsage, gpu_archive.ArchiveError) as error:
         print(f"gpu_truth.py: {error}", file=sys.stderr)
         return 2

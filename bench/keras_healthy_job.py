@@ -27,8 +27,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--batches", type=int, default=60, help="training batches per epoch")
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--hooks-ab", type=int, default=0, metavar="ROUNDS",
-                        help="alternate fits without/with the hooks in this process")
+    parser.add_argument(
+        "--hooks-ab",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="alternate fits without/with the hooks in this process",
+    )
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import numpy as np
@@ -42,11 +47,16 @@ def main() -> None:
         return tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).cache().prefetch(2)
 
     model = tf.keras.Sequential(
-        [tf.keras.Input((256,)), tf.keras.layers.Dense(1024, activation="relu"),
-         tf.keras.layers.Dense(1024, activation="relu"), tf.keras.layers.Dense(10)]
+        [
+            tf.keras.Input((256,)),
+            tf.keras.layers.Dense(1024, activation="relu"),
+            tf.keras.layers.Dense(1024, activation="relu"),
+            tf.keras.layers.Dense(10),
+        ]
     )
-    model.compile(optimizer="adam",
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     train, validation = dataset(args.batches), dataset(max(args.batches // 10, 1))
     if args.hooks_ab:
         hooks_ab(model, train, validation, args.epochs, args.hooks_ab)
@@ -54,7 +64,6 @@ def main() -> None:
     start = time.monotonic()
     model.fit(train, validation_data=validation, epochs=args.epochs, verbose=0, shuffle=False)
     print(f"fit_s={time.monotonic() - start:.3f}", flush=True)
-
 
 
 def _cpu_s() -> float:
@@ -73,8 +82,13 @@ def hooks_ab(model: object, train: object, validation: object, epochs: int, roun
             emitter.configure(delivered.extend)
             auto.install({})
         cpu, wall = _cpu_s(), time.monotonic()
-        model.fit(train, validation_data=validation, epochs=epochs, verbose=0,  # type: ignore[attr-defined]
-                  shuffle=False)
+        model.fit(
+            train,
+            validation_data=validation,
+            epochs=epochs,
+            verbose=0,  # type: ignore[attr-defined]
+            shuffle=False,
+        )
         cpu, wall = _cpu_s() - cpu, time.monotonic() - wall
         if hooked:
             emitter.flush(5.0)
@@ -91,12 +105,16 @@ def hooks_ab(model: object, train: object, validation: object, epochs: int, roun
     deltas = [h[0] - b[0] for h, b in zip(runs[True], runs[False], strict=True)]
     for hooked in (False, True):
         cpu = [c for c, _ in runs[hooked]]
-        print(f"{'hooked' if hooked else 'bare  '} fit CPU s: median {statistics.median(cpu):.3f}"
-              f" ({', '.join(f'{c:.3f}' for c in cpu)})")
-    ratio = statistics.median(h / b for (h, _), (b, _) in zip(runs[True], runs[False],
-                                                                strict=True))
-    print(f"hooks_cpu_delta_s={statistics.median(deltas):.4f} hooks_cpu_ratio={ratio:.4f} "
-          "(medians over rounds of the paired difference and ratio)", flush=True)
+        print(
+            f"{'hooked' if hooked else 'bare  '} fit CPU s: median {statistics.median(cpu):.3f}"
+            f" ({', '.join(f'{c:.3f}' for c in cpu)})"
+        )
+    ratio = statistics.median(h / b for (h, _), (b, _) in zip(runs[True], runs[False], strict=True))
+    print(
+        f"hooks_cpu_delta_s={statistics.median(deltas):.4f} hooks_cpu_ratio={ratio:.4f} "
+        "(medians over rounds of the paired difference and ratio)",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

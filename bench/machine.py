@@ -45,9 +45,13 @@ def gpus() -> str:
     if shutil.which("nvidia-smi") is None:
         return "none (no NVIDIA driver)"
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=20, check=False)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown (nvidia-smi failed)"
     names = [line.strip() for line in out.stdout.splitlines() if line.strip()]
@@ -72,14 +76,17 @@ def version(package: str) -> str | None:
 
 def describe() -> str:
     """One line: CPU, cores, memory, OS and Python — the header of a result file."""
-    return (f"{cpu()}, {os.cpu_count()} logical cores, {ram()}, {platform.system()} "
-            f"{platform.release()}, Python {platform.python_version()}")
+    return (
+        f"{cpu()}, {os.cpu_count()} logical cores, {ram()}, {platform.system()} "
+        f"{platform.release()}, Python {platform.python_version()}"
+    )
 
 
 def lines() -> list[str]:
     """The machine in full, as docs/performance.md shows it."""
-    frameworks = ", ".join(f"{name} {v}" for name in ("tensorflow", "keras", "torch", "jax")
-                           if (v := version(name)))
+    frameworks = ", ".join(
+        f"{name} {v}" for name in ("tensorflow", "keras", "torch", "jax") if (v := version(name))
+    )
     return [
         f"- CPU: {cpu()}, {os.cpu_count()} logical cores; RAM {ram()}",
         f"- OS: {platform.system()} {platform.release()} ({platform.platform()})",

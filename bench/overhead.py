@@ -52,8 +52,11 @@ def _from_recording(record: Path) -> tuple[float, float, float]:
     with Recording.open(record) as recording:
         cost = recording.meta.get("gpuwhy_cost") or {}
         start, end = recording.run_bounds() or (0, 0)
-        return ((end - start) / 1e9,
-                float(cost.get("recorder_cpu_s") or "nan"), float(cost.get("probe_cpu_s") or "nan"))
+        return (
+            (end - start) / 1e9,
+            float(cost.get("recorder_cpu_s") or "nan"),
+            float(cost.get("probe_cpu_s") or "nan"),
+        )
 
 
 def _compile_gpuwhy() -> None:
@@ -68,8 +71,7 @@ def median_interval(values: list[float], rounds: int = 2000) -> tuple[float, flo
     """95 % bootstrap interval of the median of ``values`` (seeded: the same data, the same
     interval)."""
     draw = random.Random(0)
-    medians = sorted(statistics.median(draw.choices(values, k=len(values)))
-                     for _ in range(rounds))
+    medians = sorted(statistics.median(draw.choices(values, k=len(values))) for _ in range(rounds))
     return medians[int(0.025 * rounds)], medians[int(0.975 * rounds) - 1]
 
 
@@ -104,8 +106,17 @@ def measure(job: list[str], pairs: int, scratch: str) -> tuple[list[dict[str, An
     outside: list[float] = []  # seconds of each gpuwhy run not spent in the job itself
     for pair in range(pairs):
         record = Path(scratch, f"run{pair}-{Path(job[1]).stem}.gpuwhy.db")
-        under = [sys.executable, "-m", "gpuwhy", "run", "--quiet", "--record", str(record),
-                 "--", *job]
+        under = [
+            sys.executable,
+            "-m",
+            "gpuwhy",
+            "run",
+            "--quiet",
+            "--record",
+            str(record),
+            "--",
+            *job,
+        ]
         order = ("bare", "gpuwhy") if pair % 2 == 0 else ("gpuwhy", "bare")
         result = {}
         for which in order:
@@ -114,10 +125,13 @@ def measure(job: list[str], pairs: int, scratch: str) -> tuple[list[dict[str, An
         outside.append(result["gpuwhy"][0] - child_s)
         result["own"] = (recorder_cpu_s, probe_cpu_s)
         rows.append(result)
-        print(f"{Path(job[1]).stem} pair {pair + 1}/{pairs}: bare {result['bare'][0]:.2f} s "
-              f"(fit {result['bare'][1]:.2f}, CPU {result['bare'][2]:.2f}), gpuwhy "
-              f"{result['gpuwhy'][0]:.2f} s (fit {result['gpuwhy'][1]:.2f}, CPU "
-              f"{result['gpuwhy'][2]:.2f})", flush=True)
+        print(
+            f"{Path(job[1]).stem} pair {pair + 1}/{pairs}: bare {result['bare'][0]:.2f} s "
+            f"(fit {result['bare'][1]:.2f}, CPU {result['bare'][2]:.2f}), gpuwhy "
+            f"{result['gpuwhy'][0]:.2f} s (fit {result['gpuwhy'][1]:.2f}, CPU "
+            f"{result['gpuwhy'][2]:.2f})",
+            flush=True,
+        )
     return rows, outside
 
 
@@ -127,17 +141,25 @@ def report_s(record: Path, runs: int = 5) -> float:
     times = []
     for _ in range(runs):
         start = time.monotonic()
-        subprocess.run([sys.executable, "-m", "gpuwhy", "report", str(record)], cwd=ROOT,
-                       capture_output=True, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "gpuwhy", "report", str(record)],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
         times.append(time.monotonic() - start)
     return statistics.median(times)
 
 
-def section(name: str, command: str, rows: list[dict[str, Any]], outside: list[float],
-            summary_s: float) -> list[str]:
+def section(
+    name: str, command: str, rows: list[dict[str, Any]], outside: list[float], summary_s: float
+) -> list[str]:
     """The results of one job: the median ratios with their intervals, then every pair."""
-    measures = ("end-to-end wall time", "the job's own training time",
-                "CPU time of the run and all it started")
+    measures = (
+        "end-to-end wall time",
+        "the job's own training time",
+        "CPU time of the run and all it started",
+    )
     table, summary = [], []
     for column, label in enumerate(measures):
         ratios = [r["gpuwhy"][column] / r["bare"][column] for r in rows]
@@ -177,9 +199,11 @@ def section(name: str, command: str, rows: list[dict[str, Any]], outside: list[f
         "|---|---|---|---|---|---|---|",
     ]
     for number, r in enumerate(rows, 1):
-        lines.append(f"| {number} | {r['bare'][0]:.2f} | {r['gpuwhy'][0]:.2f} | "
-                     f"{r['bare'][1]:.2f} | {r['gpuwhy'][1]:.2f} | {r['bare'][2]:.2f} | "
-                     f"{r['gpuwhy'][2]:.2f} |")
+        lines.append(
+            f"| {number} | {r['bare'][0]:.2f} | {r['gpuwhy'][0]:.2f} | "
+            f"{r['bare'][1]:.2f} | {r['gpuwhy'][1]:.2f} | {r['bare'][2]:.2f} | "
+            f"{r['gpuwhy'][2]:.2f} |"
+        )
     return [*lines, ""]
 
 
@@ -197,8 +221,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         for name in args.jobs:
             script = JOBS[name][0]
-            job = [sys.executable, str(script), "--batches", str(args.batches),
-                   "--epochs", str(args.epochs)]
+            job = [
+                sys.executable,
+                str(script),
+                "--batches",
+                str(args.batches),
+                "--epochs",
+                str(args.epochs),
+            ]
             rows, outside = measure(job, args.pairs, scratch)
             command = f"bench/{script.name} --batches {args.batches} --epochs {args.epochs}"
             summary_s = report_s(Path(scratch, f"run0-{script.stem}.gpuwhy.db"))
@@ -221,6 +251,7 @@ def main() -> int:
     args.out.write_text("\n".join(lines).rstrip("\n") + "\n", encoding="utf-8")
     print(f"-> {args.out}")
     return 0
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

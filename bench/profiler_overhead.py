@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import machine
 
@@ -77,10 +78,16 @@ def job(mode: str, batches: int, epochs: int, first: int, last: int, logdir: str
                 marks["end"] = time.perf_counter()
 
     model = tf.keras.Sequential(
-        [tf.keras.Input((256,)), tf.keras.layers.Dense(1024, activation="relu"),
-         tf.keras.layers.Dense(1024, activation="relu"), tf.keras.layers.Dense(10)])
-    model.compile(optimizer="adam",
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        [
+            tf.keras.Input((256,)),
+            tf.keras.layers.Dense(1024, activation="relu"),
+            tf.keras.layers.Dense(1024, activation="relu"),
+            tf.keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     callbacks: list[tf.keras.callbacks.Callback] = [Clock("begin")]
     if mode == "tensorboard":  # its batch counter starts at 1: (first + 1, last + 1) = first..last
         callbacks.append(_tensorboard(tf)(log_dir=logdir, profile_batch=(first + 1, last + 1)))
@@ -88,9 +95,17 @@ def job(mode: str, batches: int, epochs: int, first: int, last: int, logdir: str
     train = dataset(batches)
     validation = dataset(max(batches // 10, 1))
     start = time.perf_counter()
-    model.fit(train, validation_data=validation, epochs=epochs, verbose=0, shuffle=False,
-              callbacks=callbacks)
+    model.fit(
+        train,
+        validation_data=validation,
+        epochs=epochs,
+        verbose=0,
+        shuffle=False,
+        callbacks=callbacks,
+    )
     fit_s = time.perf_counter() - start
+    if len(marks) < 2:  # main() checks the window; this guards a Keras that skips callbacks
+        raise SystemExit(f"the profiled window {first}..{last} was not reached in training")
     print(f"fit_s={fit_s:.4f} window_s={marks['end'] - marks['begin']:.4f}", flush=True)
 
 
@@ -130,9 +145,11 @@ def tensorboard_note() -> str:
     try:
         import tensorboard  # noqa: F401
     except ImportError:
-        return (" The `tensorboard` package is not installed here, so the TensorBoard variant "
-                "runs with its epoch scalars off (they need that package); its profiling path "
-                "is unchanged.")
+        return (
+            " The `tensorboard` package is not installed here, so the TensorBoard variant "
+            "runs with its epoch scalars off (they need that package); its profiling path "
+            "is unchanged."
+        )
     return ""
 
 
@@ -146,55 +163,133 @@ def _run(command: list[str]) -> tuple[float, float, float, float]:
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     found = re.search(r"fit_s=([0-9.]+) window_s=([0-9.]+)", done.stdout)
     if done.returncode != 0 or found is None:
-        raise SystemExit(f"run failed ({done.returncode}): {' '.join(command)}\n"
-                         f"{done.stdout[-1000:]}\n{done.stderr[-3000:]}")
+        raise SystemExit(
+            f"run failed ({done.returncode}): {' '.join(command)}\n"
+            f"{done.stdout[-1000:]}\n{done.stderr[-3000:]}"
+        )
     return wall, float(found.group(1)), float(found.group(2)), cpu
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+MAX_BATCHES = 10_000  # the data is built in memory: 128 x 256 floats per batch, 1.3 GB here
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse that says what is wrong in one line (no usage block) and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, int, int]:
+    """The arguments and the profiled window (first, last); any combination that cannot run is
+    rejected here in one line, before minutes of runs rather than after them."""
+    parser = _OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--batches", type=int, default=60, help="training batches per epoch")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "profiler_overhead.md")
-    parser.add_argument("--job", choices=("bare", "tensorboard", "tf-profiler"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--job", choices=("bare", "tensorboard", "tf-profiler"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--first", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--last", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--logdir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: give 1 or more (the medians need a round)")
+    if not 1 <= args.batches <= MAX_BATCHES:
+        parser.error(
+            f"--batches {args.batches}: give 1 to {MAX_BATCHES} (the data is built in memory)"
+        )
+    if args.epochs < 2:
+        parser.error(
+            f"--epochs {args.epochs}: give 2 or more (the profiled window is the second "
+            "epoch on; the first holds tracing and warm-up)"
+        )
     # The profiled batches: the second epoch and later (the first holds tracing and warm-up).
+    trained = args.batches * args.epochs
     first = args.first if args.first is not None else args.batches
-    last = args.last if args.last is not None else args.batches * args.epochs - 1
-    if args.batches < 1 or not 0 <= first <= last:
-        parser.error("the profiled window is the second epoch on: give --batches 1 or more and "
-                     "--epochs 2 or more")
+    last = args.last if args.last is not None else trained - 1
+    if not 0 <= first <= last < trained:
+        # Outside the trained batches a clock callback never fires: a KeyError after the runs.
+        parser.error(
+            f"--first {first} --last {last}: the profiled window must lie within the "
+            f"{trained} trained batches (0..{trained - 1}), first <= last"
+        )
+    if args.job is not None and not args.logdir:
+        parser.error("--job needs --logdir (where the profilers write)")
+    if args.job is None:
+        _check_output(parser, args.out)
+    return args, first, last
+
+
+def _check_output(parser: argparse.ArgumentParser, out: Path) -> None:
+    """The results file can be written: checked now, not after the runs."""
+    if out.is_dir():
+        parser.error(f"--out {out} is a folder: give a file name")
+    folder = out.parent
+    while not folder.exists():  # created at the end; its nearest existing ancestor decides
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        parser.error(f"--out {out}: cannot create it under {folder}: choose a writable folder")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, first, last = _parse(argv)
     if args.job:
-        job(args.job, args.batches, args.epochs, first, last, args.logdir or "")
+        job(args.job, args.batches, args.epochs, first, last, args.logdir)
         return 0
     import tensorflow as tf  # fail early; its version goes in the table
 
     rows: list[dict[str, tuple[float, float, float, float]]] = []
     with tempfile.TemporaryDirectory() as scratch:
         for number in range(args.rounds):
-            order = VARIANTS[number % len(VARIANTS):] + VARIANTS[:number % len(VARIANTS)]
+            order = VARIANTS[number % len(VARIANTS) :] + VARIANTS[: number % len(VARIANTS)]
             result = {}
             for variant in order:
                 logdir = str(Path(scratch, f"{variant}-{number}"))
                 mode = variant if variant in ("tensorboard", "tf-profiler") else "bare"
-                command = [sys.executable, str(Path(__file__).resolve()), "--job", mode,
-                           "--batches", str(args.batches), "--epochs", str(args.epochs),
-                           "--first", str(first), "--last", str(last), "--logdir", logdir]
+                command = [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--job",
+                    mode,
+                    "--batches",
+                    str(args.batches),
+                    "--epochs",
+                    str(args.epochs),
+                    "--first",
+                    str(first),
+                    "--last",
+                    str(last),
+                    "--logdir",
+                    logdir,
+                ]
                 if variant.startswith("gpuwhy"):
                     record = str(Path(scratch, f"{variant}-{number}.gpuwhy.db"))
                     extra = ["--no-hooks"] if variant == "gpuwhy-bare" else []
-                    command = [sys.executable, "-m", "gpuwhy", "run", "--quiet", *extra,
-                               "--record", record, "--", *command]
+                    command = [
+                        sys.executable,
+                        "-m",
+                        "gpuwhy",
+                        "run",
+                        "--quiet",
+                        *extra,
+                        "--record",
+                        record,
+                        "--",
+                        *command,
+                    ]
                 result[variant] = _run(command)
             rows.append(result)
-            print(f"round {number + 1}/{args.rounds}: " + ", ".join(
-                f"{v} {result[v][0]:.1f}/{result[v][1]:.2f}/{result[v][2]:.2f} s"
-                for v in VARIANTS), flush=True)
+            print(
+                f"round {number + 1}/{args.rounds}: "
+                + ", ".join(
+                    f"{v} {result[v][0]:.1f}/{result[v][1]:.2f}/{result[v][2]:.2f} s"
+                    for v in VARIANTS
+                ),
+                flush=True,
+            )
 
     def ratio(variant: str, index: int) -> float:
         return statistics.median(r[variant][index] / r["bare"][index] for r in rows)
@@ -222,9 +317,11 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|",
     ]
     for variant in VARIANTS:
-        lines.append(f"| {variant} | {median(variant, 2):.3f} | {ratio(variant, 2):.3f} | "
-                     f"{ratio(variant, 1):.3f} | {ratio(variant, 0):.3f} | "
-                     f"{median(variant, 3):.1f} | {ratio(variant, 3):.3f} |")
+        lines.append(
+            f"| {variant} | {median(variant, 2):.3f} | {ratio(variant, 2):.3f} | "
+            f"{ratio(variant, 1):.3f} | {ratio(variant, 0):.3f} | "
+            f"{median(variant, 3):.1f} | {ratio(variant, 3):.3f} |"
+        )
     wall_delta = statistics.median(r["gpuwhy"][0] - r["bare"][0] for r in rows)
     fit_delta = statistics.median(r["gpuwhy"][1] - r["bare"][1] for r in rows)
     hooks_delta = statistics.median(r["gpuwhy"][1] - r["gpuwhy-bare"][1] for r in rows)
@@ -251,9 +348,13 @@ def main(argv: list[str] | None = None) -> int:
         "|---|" + "---|" * len(VARIANTS),
     ]
     for number, r in enumerate(rows, 1):
-        lines.append(f"| {number} | " + " | ".join(
-            f"{r[v][0]:.1f} / {r[v][1]:.2f} / {r[v][2]:.2f} / {r[v][3]:.1f}" for v in VARIANTS)
-            + " |")
+        lines.append(
+            f"| {number} | "
+            + " | ".join(
+                f"{r[v][0]:.1f} / {r[v][1]:.2f} / {r[v][2]:.2f} / {r[v][3]:.1f}" for v in VARIANTS
+            )
+            + " |"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))

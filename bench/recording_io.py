@@ -39,25 +39,32 @@ def samples(count: int, seed: int = 1) -> Iterator[GpuSample]:
             t += PERIOD_NS + rng.randrange(-200_000, 200_000)
         util = min(100, max(0, int(rng.gauss(88, 10))))
         yield GpuSample(
-            t_ns=t, device=device, util_gpu_pct=util, util_mem_pct=util // 2,
+            t_ns=t,
+            device=device,
+            util_gpu_pct=util,
+            util_mem_pct=util // 2,
             memory_used_bytes=(60 << 30) + rng.randrange(64) * (2 << 20),
-            sm_clock_mhz=1980 - rng.randrange(4) * 15, power_mw=550_000 + rng.randrange(150_000),
-            temperature_c=60 + rng.randrange(15), pcie_tx_kbps=rng.randrange(2_000_000),
-            pcie_rx_kbps=rng.randrange(25_000_000), pcie_gen=5, pcie_width=16,
+            sm_clock_mhz=1980 - rng.randrange(4) * 15,
+            power_mw=550_000 + rng.randrange(150_000),
+            temperature_c=60 + rng.randrange(15),
+            pcie_tx_kbps=rng.randrange(2_000_000),
+            pcie_rx_kbps=rng.randrange(25_000_000),
+            pcie_gen=5,
+            pcie_width=16,
             clock_event_reasons=rng.choice((0, 0, 0, 4)),
             sm_active_permille=rng.randrange(600, 1000),
             sm_occupancy_permille=rng.randrange(200, 600),
             tensor_active_permille=rng.randrange(300, 800),
             dram_active_permille=rng.randrange(200, 700),
             job_memory_bytes=(58 << 30) + rng.randrange(64) * (2 << 20),
-            job_sm_pct=min(100, util + 2))
+            job_sm_pct=min(100, util + 2),
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=1_000_000)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" /
-                                              "recording_io.md"))
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "recording_io.md"))
     args = parser.parse_args(argv)
     n = args.samples
     data = list(samples(n))  # made up front: the writer is timed, not the generator
@@ -66,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         writer = RecordingWriter(path)
         started = time.perf_counter()
         for start in range(0, n, 100_000):  # a producer faster than any sampler: let it drain
-            for sample in data[start:start + 100_000]:
+            for sample in data[start : start + 100_000]:
                 writer.put(sample)
             writer.flush()
         writer.close()
@@ -97,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         t = 3 * 10**14
         for step in range(spans):  # a data wait and a step, on one of 8 ranks' processes
             t += 86_000_000
-            writer.put(Span("train", SpanKind.STEP, t, t + 80_000_000, step=step,
-                            pid=4000 + step % 8))
+            writer.put(
+                Span("train", SpanKind.STEP, t, t + 80_000_000, step=step, pid=4000 + step % 8)
+            )
             if step % 100_000 == 0:
                 writer.flush()
         writer.close()

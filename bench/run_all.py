@@ -40,19 +40,44 @@ class Bench:
 
 
 BENCHES = (
-    Bench("sampler_cost", "sampler_cost.py", ("--seconds", "20"), ("--seconds", "5"),
-          "Sampler cost: CPU per tick and share of one core at 10 and 100 Hz"),
-    Bench("recording_io", "recording_io.py", ("--samples", "1000000"), ("--samples", "200000"),
-          "Recording size and speed"),
-    Bench("scale", "scale.py", ("--hours", "24"), ("--hours", "2", "--writer-hours", "0.25"),
-          "Scale: a synthetic day on eight GPUs"),
-    Bench("overhead", "overhead.py", (), ("--pairs", "2", "--epochs", "2"),
-          "Overhead of `gpuwhy run` on training throughput"),
-    Bench("profiler_overhead", "profiler_overhead.py", ("--rounds", "4"),
-          ("--rounds", "1", "--epochs", "2"),
-          "gpuwhy run beside TensorBoard's and TensorFlow's profilers"),
-    Bench("first_verdict", "first_verdict.py", (), (),
-          "Time to first verdict on an input-bound job"),
+    Bench(
+        "sampler_cost",
+        "sampler_cost.py",
+        ("--seconds", "20"),
+        ("--seconds", "5"),
+        "Sampler cost: CPU per tick and share of one core at 10 and 100 Hz",
+    ),
+    Bench(
+        "recording_io",
+        "recording_io.py",
+        ("--samples", "1000000"),
+        ("--samples", "200000"),
+        "Recording size and speed",
+    ),
+    Bench(
+        "scale",
+        "scale.py",
+        ("--hours", "24"),
+        ("--hours", "2", "--writer-hours", "0.25"),
+        "Scale: a synthetic day on eight GPUs",
+    ),
+    Bench(
+        "overhead",
+        "overhead.py",
+        (),
+        ("--pairs", "2", "--epochs", "2"),
+        "Overhead of `gpuwhy run` on training throughput",
+    ),
+    Bench(
+        "profiler_overhead",
+        "profiler_overhead.py",
+        ("--rounds", "4"),
+        ("--rounds", "1", "--epochs", "2"),
+        "gpuwhy run beside TensorBoard's and TensorFlow's profilers",
+    ),
+    Bench(
+        "first_verdict", "first_verdict.py", (), (), "Time to first verdict on an input-bound job"
+    ),
 )
 
 
@@ -74,14 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     names = {b.name for b in BENCHES}
     unknown = (set(args.only or []) | set(args.skip)) - names
     if unknown:
-        parser.error(f"unknown benchmark(s) {', '.join(sorted(unknown))}; "
-                     f"known: {', '.join(b.name for b in BENCHES)}")
+        parser.error(
+            f"unknown benchmark(s) {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(b.name for b in BENCHES)}"
+        )
     started = datetime.datetime.now(datetime.timezone.utc)
     machine_desc = machine.lines()  # the load average before the benchmarks add their own
     status: dict[str, str] = {}
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"),
-                                                      env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
     for bench in BENCHES:
         if (args.only is not None and bench.name not in args.only) or bench.name in args.skip:
             continue
@@ -95,8 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         begun = time.perf_counter()
         done = subprocess.run(command, cwd=ROOT, env=env, check=False)
         took = time.perf_counter() - begun
-        status[bench.name] = (f"ran in {took:.0f} s" if done.returncode == 0
-                              else f"FAILED (exit {done.returncode}) after {took:.0f} s")
+        status[bench.name] = (
+            f"ran in {took:.0f} s"
+            if done.returncode == 0
+            else f"FAILED (exit {done.returncode}) after {took:.0f} s"
+        )
         print(f"== {bench.name}: {status[bench.name]}", flush=True)
 
     lines = [
@@ -107,9 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         "`--quick` for a shorter check). Each section below is the result file the benchmark "
         "wrote (`bench/results/`), with the command that produced it.",
         "",
-        (f"Generated {started:%Y-%m-%d %H:%M} UTC{' (quick run)' if args.quick else ''} on:"
-         if status else f"Assembled {started:%Y-%m-%d %H:%M} UTC from the results below "
-         "(each gives its own date) on:"),
+        (
+            f"Generated {started:%Y-%m-%d %H:%M} UTC{' (quick run)' if args.quick else ''} on:"
+            if status
+            else f"Assembled {started:%Y-%m-%d %H:%M} UTC from the results below "
+            "(each gives its own date) on:"
+        ),
         "",
         *(machine_desc if status else machine_desc[:-1]),  # the load average only for a run here
         "",

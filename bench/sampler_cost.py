@@ -29,10 +29,12 @@ from gpuwhy.telemetry.nvml import NvmlSource
 from gpuwhy.telemetry.sampler import Sampler
 from gpuwhy.telemetry.source import Source
 
-JOB = ("import subprocess, sys, time\n"
-       "workers = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'])"
-       " for _ in range(4)]\n"
-       "time.sleep(3600)\n")
+JOB = (
+    "import subprocess, sys, time\n"
+    "workers = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'])"
+    " for _ in range(4)]\n"
+    "time.sleep(3600)\n"
+)
 
 
 def measure(sources: list[Source], rate_hz: float, seconds: float) -> dict[str, float]:
@@ -67,8 +69,7 @@ def measure(sources: list[Source], rate_hz: float, seconds: float) -> dict[str, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" /
-                                              "sampler_cost.md"))
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "sampler_cost.md"))
     args = parser.parse_args(argv)
     job = subprocess.Popen([sys.executable, "-c", JOB])
     try:
@@ -84,23 +85,29 @@ def main(argv: list[str] | None = None) -> int:
         if gpu:
             nvml.close()
             configurations.append(("NVML", lambda: [NvmlSource(tracker)]))
-            configurations.append(("host (default) + NVML",
-                                   lambda: [HostSource(tracker), NvmlSource(tracker)]))
+            configurations.append(
+                ("host (default) + NVML", lambda: [HostSource(tracker), NvmlSource(tracker)])
+            )
         rows = []
         for label, make in configurations:
             for rate in (10.0, 100.0):
                 result = measure(make(), rate, args.seconds)
                 rows.append((label, rate, result))
-                print(f"{label:28} {rate:5.0f} Hz  {result['cpu_us_per_tick']:8.1f} µs CPU/tick"
-                      f"  {result['cpu_share_pct']:6.3f} % of a core  "
-                      f"({result['ticks']:.0f} ticks, {result['late_ticks']:.0f} late)")
+                print(
+                    f"{label:28} {rate:5.0f} Hz  {result['cpu_us_per_tick']:8.1f} µs CPU/tick"
+                    f"  {result['cpu_share_pct']:6.3f} % of a core  "
+                    f"({result['ticks']:.0f} ticks, {result['late_ticks']:.0f} late)"
+                )
     finally:
         for child in psutil.Process(job.pid).children(recursive=True):
             child.kill()
         job.kill()
         job.wait()
-    gpu_note = (f"NVML: {len(nvml.devices)} GPU(s), slow lane (PCIe, processes) every 1 s" if gpu
-                else f"NVML not measured: {nvml.unavailable_reason}")
+    gpu_note = (
+        f"NVML: {len(nvml.devices)} GPU(s), slow lane (PCIe, processes) every 1 s"
+        if gpu
+        else f"NVML not measured: {nvml.unavailable_reason}"
+    )
     lines = [
         "# Sampler cost",
         "",
@@ -122,12 +129,18 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|---|",
     ]
     for label, rate, r in rows:
-        lines.append(f"| {label} | {rate:.0f} Hz | {r['ticks']:.0f} | "
-                     f"{r['cpu_us_per_tick']:.1f} µs | {r['wall_us_per_tick']:.1f} µs | "
-                     f"{r['cpu_share_pct']:.3f} % | {r['process_share_pct']:.3f} % | "
-                     f"{r['late_ticks']:.0f} |")
-    lines += ["", "Late ticks: deadlines skipped because a tick ran past the next one "
-              "(the machine was busy); the period itself does not drift.", ""]
+        lines.append(
+            f"| {label} | {rate:.0f} Hz | {r['ticks']:.0f} | "
+            f"{r['cpu_us_per_tick']:.1f} µs | {r['wall_us_per_tick']:.1f} µs | "
+            f"{r['cpu_share_pct']:.3f} % | {r['process_share_pct']:.3f} % | "
+            f"{r['late_ticks']:.0f} |"
+        )
+    lines += [
+        "",
+        "Late ticks: deadlines skipped because a tick ran past the next one "
+        "(the machine was busy); the period itself does not drift.",
+        "",
+    ]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines), encoding="utf-8")

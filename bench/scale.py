@@ -37,7 +37,9 @@ HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent / "tests"
 sys.path.insert(0, str(TESTS))
 
-WRITER_CHILD = f"import sys; sys.path.insert(0, {str(TESTS)!r})" + """
+WRITER_CHILD = (
+    f"import sys; sys.path.insert(0, {str(TESTS)!r})"
+    + """
 import json, threading, time
 from support.synth import synthesize
 def rss_kib():
@@ -56,6 +58,7 @@ records = result.gpu_samples + result.util_samples + result.host_samples + resul
 print(json.dumps({"marks": marks, "seconds": result.seconds, "gpu": result.gpu_samples,
                   "writer_cpu_s": cpu["s"], "records": records}))
 """
+)
 
 READER_CHILD = """
 import json, sys, time
@@ -146,10 +149,14 @@ def run_child(command: list[str], timeout_s: float) -> dict[str, object]:
         child.returncode = code if code is not None else -9  # reaped here, not by Popen
         out.seek(0)
         err.seek(0)
-        return {"wall_s": wall, "cpu_s": cpu_s,
-                "peak_mib": peak_kib / 1024 if code is not None else None,
-                "code": code, "out": out.read().decode(errors="replace"),
-                "err": err.read().decode(errors="replace")[-2000:]}
+        return {
+            "wall_s": wall,
+            "cpu_s": cpu_s,
+            "peak_mib": peak_kib / 1024 if code is not None else None,
+            "code": code,
+            "out": out.read().decode(errors="replace"),
+            "err": err.read().decode(errors="replace")[-2000:],
+        }
 
 
 def best_of(command: list[str], timeout_s: float, repeat: int) -> dict[str, object]:
@@ -172,8 +179,14 @@ def sizes(path: Path) -> dict[str, int]:
     db.close()
     out: dict[str, int] = {}
     for name, size in rows:
-        group = next((g for g in ("gpu_tiers", "util_tiers", "host_tiers", "gpu", "util", "host",
-                                  "span") if name.startswith(g)), "other")
+        group = next(
+            (
+                g
+                for g in ("gpu_tiers", "util_tiers", "host_tiers", "gpu", "util", "host", "span")
+                if name.startswith(g)
+            ),
+            "other",
+        )
         out[group] = out.get(group, 0) + size
     return out
 
@@ -182,8 +195,10 @@ def outcome(run: dict[str, object], extra: str = "") -> str:
     """One table cell: wall and CPU time, peak RSS (or how it failed)."""
     if run["code"] is None:
         return f"did not finish in {run['wall_s']:.0f} s (stopped)"
-    text = f"{run['wall_s']:.1f} s wall, {run['cpu_s']:.1f} s CPU, peak RSS " \
-           f"{run['peak_mib']:.0f} MiB{extra}"
+    text = (
+        f"{run['wall_s']:.1f} s wall, {run['cpu_s']:.1f} s CPU, peak RSS "
+        f"{run['peak_mib']:.0f} MiB{extra}"
+    )
     return text if run["code"] in (0, 1) else f"{text}, exit {run['code']}: {run['err']}"
 
 
@@ -209,10 +224,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2, help="runs of each report and export")
     parser.add_argument("--timeout", type=float, default=900.0, help="per child process")
     parser.add_argument("--keep", type=Path, help="keep the synthetic recording here")
-    parser.add_argument("--recording", type=Path,
-                        help="measure this synthetic recording (made by an earlier run with "
-                             "--keep, or by PYTHONPATH=tests python -m support.synth) instead of "
-                             "generating one")
+    parser.add_argument(
+        "--recording",
+        type=Path,
+        help="measure this synthetic recording (made by an earlier run with "
+        "--keep, or by PYTHONPATH=tests python -m support.synth) instead of "
+        "generating one",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results" / "scale.md")
     args = parser.parse_args(argv)
     from gpuwhy.recording import Recording
@@ -225,8 +243,10 @@ def main(argv: list[str] | None = None) -> int:
             path = args.recording
             with Recording.open(path) as rec:
                 synthetic = rec.meta.get("synthetic") or {}
-            args.hours, args.gpus = synthetic.get("hours", args.hours), synthetic.get("gpus",
-                                                                                       args.gpus)
+            args.hours, args.gpus = (
+                synthetic.get("hours", args.hours),
+                synthetic.get("gpus", args.gpus),
+            )
             generated = None
             print(f"measuring {path} ({args.hours} h × {args.gpus} GPUs)", flush=True)
         else:
@@ -235,18 +255,20 @@ def main(argv: list[str] | None = None) -> int:
                 path.unlink()
             print(f"generating {args.hours} h × {args.gpus} GPUs ...", flush=True)
             generated = synthesize(path, hours=args.hours, gpus=args.gpus, seed=0)
-            print(f"  {path.stat().st_size / 1e6:.1f} MB in {generated.seconds:.0f} s",
-                  flush=True)
+            print(f"  {path.stat().st_size / 1e6:.1f} MB in {generated.seconds:.0f} s", flush=True)
         size = path.stat().st_size
         parts = sizes(path)
         with Recording.open(path) as rec:
-            counts = {stream: rec.rows_at_most(stream) for stream in ("gpu", "util", "host",
-                                                                      "span")}
+            counts = {
+                stream: rec.rows_at_most(stream) for stream in ("gpu", "util", "host", "span")
+            }
 
         print(f"writer memory over {args.writer_hours} h via RecordingWriter.put ...", flush=True)
         hour_path = Path(scratch, "w.gpuwhy.db")
-        writer = run_child([py, "-c", WRITER_CHILD, str(hour_path), str(args.writer_hours),
-                            str(args.gpus)], args.timeout)
+        writer = run_child(
+            [py, "-c", WRITER_CHILD, str(hour_path), str(args.writer_hours), str(args.gpus)],
+            args.timeout,
+        )
         written = json.loads(str(writer["out"])) if writer["code"] == 0 else {}
         marks = written.get("marks", [])
         print("reader ...", flush=True)
@@ -256,11 +278,11 @@ def main(argv: list[str] | None = None) -> int:
         print("gpuwhy report ...", flush=True)
         gpuwhy = [py, "-m", "gpuwhy"]
         report = best_of([*gpuwhy, "report", str(path)], args.timeout, args.repeat)
-        report_json = best_of([*gpuwhy, "report", "--json", str(path)], args.timeout,
-                              args.repeat)
+        report_json = best_of([*gpuwhy, "report", "--json", str(path)], args.timeout, args.repeat)
         html = Path(scratch, "day.html")
-        report_html = best_of([*gpuwhy, "report", "--html", str(html), str(path)], args.timeout,
-                              args.repeat)
+        report_html = best_of(
+            [*gpuwhy, "report", "--html", str(html), str(path)], args.timeout, args.repeat
+        )
         html_mb = html.stat().st_size / 1e6 if html.exists() else None
 
         print("gpuwhy export ...", flush=True)
@@ -273,11 +295,15 @@ def main(argv: list[str] | None = None) -> int:
         if hours * 3600 > 7200:
             windows += [("1 h (--start 3600 --end 7200)", ["--start", "3600", "--end", "7200"])]
         for label, window in windows:
-            run = best_of([*gpuwhy, "export", str(path), "--perfetto", str(trace), *window],
-                          args.timeout, args.repeat)
+            run = best_of(
+                [*gpuwhy, "export", str(path), "--perfetto", str(trace), *window],
+                args.timeout,
+                args.repeat,
+            )
             exports.append((label, run, trace_facts(trace, run)))
-        hour_run = best_of([*gpuwhy, "export", str(hour_path), "--perfetto", str(trace)],
-                           args.timeout, 1)
+        hour_run = best_of(
+            [*gpuwhy, "export", str(hour_path), "--perfetto", str(trace)], args.timeout, 1
+        )
         hour_facts = trace_facts(trace, hour_run)
     load_after = machine.load()
 
@@ -301,31 +327,38 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if generated is not None:
         lines.append(f"| generation (bulk path, tiers included) | {generated.seconds:.0f} s |")
-    lines.append(f"| file size | {size / 1e6:.1f} MB ({size / samples:.1f} bytes per GPU "
-                 "sample, everything included) |")
-    for group in ("gpu", "gpu_tiers", "util", "util_tiers", "host", "host_tiers", "span",
-                  "other"):
+    lines.append(
+        f"| file size | {size / 1e6:.1f} MB ({size / samples:.1f} bytes per GPU "
+        "sample, everything included) |"
+    )
+    for group in ("gpu", "gpu_tiers", "util", "util_tiers", "host", "host_tiers", "span", "other"):
         if group in parts:
             lines.append(f"| — {group.replace('_', ' ')} | {parts[group] / 1e6:.1f} MB |")
     if len(marks) >= 20:
         # Warm-up (SQLite's page cache, the open windows, the generator's noise tables) ends
         # within the first minutes; growth after minute 10 is what would show a leak.
         growth = (marks[-1] - marks[9]) / (len(marks) - 10) * 60
-        lines.append(f"| writer RSS via `RecordingWriter.put`, {args.writer_hours:g} h: after "
-                     f"minute 1 / 10 / {len(marks)} | {marks[0] / 1024:.1f} / "
-                     f"{marks[9] / 1024:.1f} / {marks[-1] / 1024:.1f} MiB (after warm-up: "
-                     f"{growth:+.0f} KiB per hour) |")
+        lines.append(
+            f"| writer RSS via `RecordingWriter.put`, {args.writer_hours:g} h: after "
+            f"minute 1 / 10 / {len(marks)} | {marks[0] / 1024:.1f} / "
+            f"{marks[9] / 1024:.1f} / {marks[-1] / 1024:.1f} MiB (after warm-up: "
+            f"{growth:+.0f} KiB per hour) |"
+        )
     elif marks:
-        lines.append(f"| writer RSS via `RecordingWriter.put`: after minute 1 / "
-                     f"{len(marks)} | {marks[0] / 1024:.1f} / {marks[-1] / 1024:.1f} MiB |")
+        lines.append(
+            f"| writer RSS via `RecordingWriter.put`: after minute 1 / "
+            f"{len(marks)} | {marks[0] / 1024:.1f} / {marks[-1] / 1024:.1f} MiB |"
+        )
     else:
         lines.append(f"| writer RSS | failed: {writer['err']} |")
     if written.get("writer_cpu_s"):
         cpu_s = written["writer_cpu_s"]
-        lines.append(f"| writer thread CPU for {args.writer_hours:g} h of run "
-                     f"({written['records']:,} records) | {cpu_s:.1f} s: "
-                     f"{100 * cpu_s / (args.writer_hours * 3600):.2f} % of one core in real "
-                     f"time, {cpu_s / written['records'] * 1e6:.1f} µs per record |")
+        lines.append(
+            f"| writer thread CPU for {args.writer_hours:g} h of run "
+            f"({written['records']:,} records) | {cpu_s:.1f} s: "
+            f"{100 * cpu_s / (args.writer_hours * 3600):.2f} % of one core in real "
+            f"time, {cpu_s / written['records'] * 1e6:.1f} µs per record |"
+        )
     if reader:
         lines += [
             f"| read every GPU sample (streamed objects) | {reader['gpu_read_s']:.1f} s "

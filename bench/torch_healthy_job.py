@@ -30,8 +30,12 @@ def main() -> None:
     y = torch.randint(0, 10, (args.batches * BATCH,))
     loader = DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=True)
     model = torch.nn.Sequential(
-        torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
-        torch.nn.ReLU(), torch.nn.Linear(1024, 10)).to(device)
+        torch.nn.Linear(256, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, 10),
+    ).to(device)
     optimizer = torch.optim.Adam(model.parameters())
     loss_fn = torch.nn.CrossEntropyLoss()
     start = time.monotonic()

@@ -29,13 +29,27 @@ EXAMPLES = ("keras_slow_input.py", "tf_custom_loop.py", "torch_slow_loader.py")
 def record(example: str, fixed: bool, folder: Path, name: str) -> dict[str, Any]:
     """Run the example under `gpuwhy run --json`; its report as a dict."""
     report = folder / f"{name}.json"
-    command = [sys.executable, "-m", "gpuwhy", "run", "--quiet",
-               "--record", str(folder / f"{name}.gpuwhy.db"), "--json", str(report), "--",
-               sys.executable, str(HERE / example), *(["--fixed"] if fixed else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "gpuwhy",
+        "run",
+        "--quiet",
+        "--record",
+        str(folder / f"{name}.gpuwhy.db"),
+        "--json",
+        str(report),
+        "--",
+        sys.executable,
+        str(HERE / example),
+        *(["--fixed"] if fixed else []),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not report.exists():
-        sys.exit(f"compare_fix: {' '.join(command[3:])} failed ({done.returncode}):\n"
-                 f"{done.stderr[-2000:]}")
+        sys.exit(
+            f"compare_fix: {' '.join(command[3:])} failed ({done.returncode}):\n"
+            f"{done.stderr[-2000:]}"
+        )
     result: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
     return result
 
@@ -59,8 +73,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("example", nargs="?", default=EXAMPLES[0], choices=EXAMPLES)
     parser.add_argument("--rounds", type=int, default=3, help="slow/fixed pairs (default 3)")
-    parser.add_argument("--keep", metavar="DIR", type=Path,
-                        help="keep the recordings and JSON reports in DIR (ROUND-slow.json...)")
+    parser.add_argument(
+        "--keep",
+        metavar="DIR",
+        type=Path,
+        help="keep the recordings and JSON reports in DIR (ROUND-slow.json...)",
+    )
     args = parser.parse_args()
     runs: list[tuple[dict[str, Any], dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="gpuwhy-compare-") as tmp:
@@ -68,13 +86,18 @@ def main() -> int:
         folder.mkdir(parents=True, exist_ok=True)
         for index in range(max(1, args.rounds)):
             order = (False, True) if index % 2 == 0 else (True, False)
-            done = {fixed: record(args.example, fixed, folder,
-                                  f"{index + 1}-{'fixed' if fixed else 'slow'}")
-                    for fixed in order}
+            done = {
+                fixed: record(
+                    args.example, fixed, folder, f"{index + 1}-{'fixed' if fixed else 'slow'}"
+                )
+                for fixed in order
+            }
             slow, fixed = done[False], done[True]
             runs.append((slow, fixed))
-            print(f"round {index + 1}: as written {slow['duration_s']:.1f} s, "
-                  f"--fixed {fixed['duration_s']:.1f} s")
+            print(
+                f"round {index + 1}: as written {slow['duration_s']:.1f} s, "
+                f"--fixed {fixed['duration_s']:.1f} s"
+            )
     estimated = [e for e in (estimates(slow) for slow, _ in runs) if e is not None]
     if not estimated:
         print("gpuwhy found no INPUT_BOUND in the slow runs: nothing to compare")
@@ -87,13 +110,18 @@ def main() -> int:
         phase_time_s(s, phase) / phase_time_s(f, phase) for s, f in runs
     )
     fixed_codes = sorted({f["code"] for _, fixed in runs for f in fixed["findings"]})
-    print(f"whole run:     gpuwhy estimated {run_estimate:.2f}x faster, "
-          f"measured {run_measured:.2f}x")
-    print(f"'{phase}' phase: gpuwhy estimated {phase_estimate:.2f}x faster, "
-          f"measured {phase_measured:.2f}x")
+    print(
+        f"whole run:     gpuwhy estimated {run_estimate:.2f}x faster, measured {run_measured:.2f}x"
+    )
+    print(
+        f"'{phase}' phase: gpuwhy estimated {phase_estimate:.2f}x faster, "
+        f"measured {phase_measured:.2f}x"
+    )
     print(f"findings of the --fixed runs: {', '.join(fixed_codes) or 'none'}")
-    print(f"gpuwhy estimated {run_estimate:.1f}x — measured {run_measured:.1f}x "
-          f"(median of {len(runs)} round{'s' if len(runs) > 1 else ''})")
+    print(
+        f"gpuwhy estimated {run_estimate:.1f}x — measured {run_measured:.1f}x "
+        f"(median of {len(runs)} round{'s' if len(runs) > 1 else ''})"
+    )
     return 0
 
 

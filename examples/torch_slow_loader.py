@@ -56,14 +56,23 @@ def main() -> None:
     if args.fixed:
         # torch warns when workers outnumber the cores; these mostly wait, so they may.
         warnings.filterwarnings("ignore", message="This DataLoader will create")
-        loader = DataLoader(SlowStorage(), batch_size=BATCH, shuffle=True, num_workers=WORKERS,
-                            persistent_workers=True, prefetch_factor=2, pin_memory=cuda)
+        loader = DataLoader(
+            SlowStorage(),
+            batch_size=BATCH,
+            shuffle=True,
+            num_workers=WORKERS,
+            persistent_workers=True,
+            prefetch_factor=2,
+            pin_memory=cuda,
+        )
     else:
         loader = DataLoader(SlowStorage(), batch_size=BATCH, shuffle=True)
 
     model = torch.nn.Sequential(
-        torch.nn.Linear(64, 1024), torch.nn.ReLU(),
-        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(64, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024),
+        torch.nn.ReLU(),
         torch.nn.Linear(1024, 2),
     ).to(device)
     optimizer = torch.optim.Adam(model.parameters())

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Real framework environments that `gpuwhy doctor --python` is tested against (.venvs/NAME).
 # They are independent, so they are built concurrently (installs are mostly waiting on disk).
+#   bash scripts/test-envs.sh            all of them (bare, tf-cpu, torch-cpu, tf-conflict)
+#   bash scripts/test-envs.sh bare ...   only those named (`bare`: seconds, nothing installed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -24,11 +26,28 @@ make_conflict_env() {  # tensorflow-cpu and tensorflow in one environment: a rea
     touch .venvs/tf-conflict/.done
 }
 
+make_named() {
+    case $1 in
+        bare) make_env bare ;;
+        tf-cpu) make_env tf-cpu 'tensorflow-cpu==2.21.0' ;;
+        torch-cpu) make_env torch-cpu 'torch==2.13.0' ;;
+        tf-conflict) make_conflict_env ;;
+    esac
+}
+
+ALL=(bare tf-cpu torch-cpu tf-conflict)
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=("${ALL[@]}")
+for name in "${names[@]}"; do
+    case " ${ALL[*]} " in
+        *" $name "*) ;;
+        *) echo "test-envs.sh: unknown environment '$name': choose from ${ALL[*]}" >&2; exit 2 ;;
+    esac
+done
 pids=()
-make_env bare & pids+=($!)
-make_env tf-cpu 'tensorflow-cpu==2.21.0' & pids+=($!)
-make_env torch-cpu 'torch==2.13.0' & pids+=($!)
-make_conflict_env & pids+=($!)
+for name in "${names[@]}"; do
+    make_named "$name" & pids+=($!)
+done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 exit $status

@@ -1,22 +1,45 @@
 #!/usr/bin/env bash
-# Set up everything the test suite needs, then run it. Extra arguments go to pytest.
+# Set up what the tests need, lint, type-check, then run them. Extra arguments go to pytest.
+#   bash scripts/test.sh          everything (what CI runs)
+#   bash scripts/test.sh --fast   the edit-test loop: the tests not marked slow (none trains a
+#                                 model, starts a framework, or needs the framework environments
+#                                 or the browser); sets up only .venv and the empty `bare` one
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Check the disk once for everything still to be made, before three setups start at once.
+fast=0
+if [ "${1:-}" = "--fast" ]; then
+    fast=1
+    shift
+fi
+# Check the disk once for everything still to be made, before the setups start at once.
 parts=()
 [ -x .venv/bin/python ] || parts+=(venv)
-for env in bare tf-cpu tf-conflict torch-cpu; do  # what scripts/test-envs.sh makes
-    if [ ! -f ".venvs/$env/.done" ]; then parts+=(test-envs); break; fi
-done
+if [ "$fast" = 0 ]; then
+    for env in bare tf-cpu tf-conflict torch-cpu; do  # what scripts/test-envs.sh makes
+        if [ ! -f ".venvs/$env/.done" ]; then parts+=(test-envs); break; fi
+    done
+fi
 bash scripts/need-space.sh "Setting up the test environments" "${parts[@]}"
-# The main environment, the framework test environments and the browser for the HTML report's
-# tests are independent: set them up at once.
-bash scripts/test-envs.sh & envs=$!
-bash scripts/browser.sh & browser=$!
-bash scripts/setup.sh
-wait "$envs"
-wait "$browser"
+if [ "$fast" = 1 ]; then
+    # `bare` holds nothing (seconds, no download): jobs under test run in it because `gpuwhy run`
+    # probes the job's interpreter, which answers at once there.
+    bash scripts/test-envs.sh bare & envs=$!
+    bash scripts/setup.sh
+    wait "$envs"
+else
+    # The main environment, the framework test environments and the browser for the HTML
+    # report's tests are independent: set them up at once.
+    bash scripts/test-envs.sh & envs=$!
+    bash scripts/browser.sh & browser=$!
+    bash scripts/setup.sh
+    wait "$envs"
+    wait "$browser"
+fi
 export GPUWHY_TEST_ENVS="$PWD/.venvs"
 .venv/bin/python -m ruff check src tests bench examples
+.venv/bin/python -m ruff format --check src tests bench examples
 .venv/bin/python -m mypy
-.venv/bin/python -m pytest "$@"
+if [ "$fast" = 1 ]; then
+    exec .venv/bin/python -m pytest -m "not slow" "$@"
+fi
+exec .venv/bin/python -m pytest "$@"

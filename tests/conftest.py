@@ -1,4 +1,8 @@
-"""The `gpu` marker: GPU tests skip, with the reason, where no NVIDIA GPU answers."""
+"""The `gpu` marker: GPU tests skip, with the reason, where no NVIDIA GPU answers.
+
+Timing tests that measure again after a miss say so with ``record_property("retried", what the
+first attempt missed)``; the run's summary lists them, so a retry is seen, never hidden.
+"""
 
 from __future__ import annotations
 
@@ -39,3 +43,20 @@ def _private_cache_dir(
 ) -> None:
     """Keep gpuwhy's probe cache (and that of every subprocess) out of the user's home."""
     monkeypatch.setenv("GPUWHY_CACHE_DIR", str(tmp_path_factory.mktemp("gpuwhy-cache")))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """List every test that measured again after a miss, with what its first attempt missed."""
+    retried = [
+        (report.nodeid, value)
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == "retried"
+    ]
+    if not retried:
+        return
+    terminalreporter.section("measured again after a miss")
+    for nodeid, first_miss in retried:
+        terminalreporter.write_line(f"{nodeid}: first attempt missed: {first_miss}")

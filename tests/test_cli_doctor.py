@@ -23,14 +23,27 @@ CAPTURED = FACTS / "captured-linux-docker-no-driver.json"
 ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*(3[0-9]|9[0-7]|38;)")
 
 
-def gpuwhy(args: Sequence[str], cwd: Path, timeout: float = 300, **env: str,
-           ) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items()
-               if k not in ("CUDA_VISIBLE_DEVICES", "FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE")}
+def gpuwhy(
+    args: Sequence[str],
+    cwd: Path,
+    timeout: float = 300,
+    **env: str,
+) -> subprocess.CompletedProcess[str]:
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CUDA_VISIBLE_DEVICES", "FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE")
+    }
     environ.update(env)
     environ["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(SRC)) if p)
-    return subprocess.run([sys.executable, "-m", "gpuwhy", "doctor", *args], cwd=cwd, env=environ,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "doctor", *args],
+        cwd=cwd,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def one_line_error(done: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -43,6 +56,7 @@ def one_line_error(done: subprocess.CompletedProcess[str], *words: str) -> None:
 
 
 # --- usage errors ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("args", "words"),
@@ -102,12 +116,14 @@ def test_python_2_is_refused(tmp_path: Path) -> None:
 
 
 def test_save_to_an_unwritable_place(tmp_path: Path) -> None:
-    done = gpuwhy(["--from", str(CAPTURED), "--save", str(tmp_path / "no" / "dir" / "f.json")],
-                  tmp_path)
+    done = gpuwhy(
+        ["--from", str(CAPTURED), "--save", str(tmp_path / "no" / "dir" / "f.json")], tmp_path
+    )
     one_line_error(done, "cannot write")
 
 
 # --- output ---------------------------------------------------------------------------------
+
 
 def test_json_document(tmp_path: Path) -> None:
     done = gpuwhy(["--from", str(CAPTURED), "--json"], tmp_path)
@@ -116,8 +132,15 @@ def test_json_document(tmp_path: Path) -> None:
     assert set(report) == {"schema_version", "facts", "findings", "verdicts"}
     assert report["schema_version"] == 1 and report["facts"]["kind"] == "gpuwhy.facts"
     for item in report["findings"]:
-        assert set(item) == {"code", "severity", "title", "evidence", "fix", "speedup",
-                             "speedup_method"}
+        assert set(item) == {
+            "code",
+            "severity",
+            "title",
+            "evidence",
+            "fix",
+            "speedup",
+            "speedup_method",
+        }
         assert item["severity"] in ("error", "warning", "info") and item["fix"]
 
 
@@ -128,7 +151,7 @@ def test_terminal_report_is_plain_text_through_a_pipe(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     assert lines[0] == "gpuwhy doctor"
     assert "Errors (3)" in lines
-    assert lines[lines.index("Verdict") + 1:] == [
+    assert lines[lines.index("Verdict") + 1 :] == [
         "  TensorFlow 2.21.0: will run on CPU only — no NVIDIA driver in this docker container",
         "  PyTorch 2.13.0+cpu: will run on CPU only — CPU-only build (torch 2.13.0+cpu); no NVIDIA"
         " driver in this docker container",
@@ -155,11 +178,18 @@ def test_colour_on_a_forced_terminal_and_none_with_no_color(tmp_path: Path) -> N
 FROM_FILES: dict[str, tuple[int, list[str]]] = {
     "constructed-linux-a100-healthy.json": (0, ["TF_MEMORY_GROWTH"]),
     "constructed-linux-old-driver.json": (
-        1, ["DRIVER_TOO_OLD", "DRIVER_TOO_OLD", "TF_MEMORY_GROWTH"]
+        1,
+        ["DRIVER_TOO_OLD", "DRIVER_TOO_OLD", "TF_MEMORY_GROWTH"],
     ),
     "constructed-linux-h100-mig.json": (
-        1, ["MIG_NO_INSTANCES", "UNSUPPORTED_ARCH", "UNSUPPORTED_ARCH", "MIG_ENABLED",
-            "TF_MEMORY_GROWTH"]
+        1,
+        [
+            "MIG_NO_INSTANCES",
+            "UNSUPPORTED_ARCH",
+            "UNSUPPORTED_ARCH",
+            "MIG_ENABLED",
+            "TF_MEMORY_GROWTH",
+        ],
     ),
     "constructed-windows-native.json": (1, ["CPU_ONLY_BUILD", "CPU_ONLY_BUILD"]),
     "constructed-macos-arm64.json": (1, ["CPU_ONLY_BUILD", "CPU_ONLY_BUILD"]),
@@ -169,8 +199,10 @@ FROM_FILES: dict[str, tuple[int, list[str]]] = {
     "constructed-linux-kepler-old-driver.json": (1, ["DRIVER_TOO_OLD", "UNSUPPORTED_ARCH"]),
     "constructed-driver-library-mismatch.json": (1, ["NO_DRIVER"]),
     "constructed-linux-cuda-visible-devices-out-of-range.json": (1, ["GPUS_HIDDEN"]),
-    "constructed-linux-tensorflow-gpu-package.json": (0, ["DEPRECATED_PACKAGE", "UNSUPPORTED_ARCH",
-                                                          "TF_MEMORY_GROWTH"]),
+    "constructed-linux-tensorflow-gpu-package.json": (
+        0,
+        ["DEPRECATED_PACKAGE", "UNSUPPORTED_ARCH", "TF_MEMORY_GROWTH"],
+    ),
     "constructed-linux-tensorflow-probe-timeout.json": (0, ["PROBE_TIMED_OUT", "TF_MEMORY_GROWTH"]),
     "captured-linux-docker-no-driver.json": (1, ["CPU_ONLY_BUILD", "CPU_ONLY_BUILD", "NO_DRIVER"]),
 }
@@ -190,6 +222,7 @@ def test_rules_on_saved_facts(tmp_path: Path, name: str) -> None:
 
 
 # --- probing for real -----------------------------------------------------------------------
+
 
 def _report(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert done.stderr == "", done.stderr
@@ -221,13 +254,20 @@ def _fake_framework(root: Path, name: str, body: str) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_a_hanging_framework_import_is_killed_at_the_deadline(tmp_path: Path) -> None:
-    fake = _fake_framework(tmp_path / "site", "tensorflow",
-                           "import sys, time\nprint('failed call to cuInit', file=sys.stderr)\n"
-                           "sys.stderr.flush()\ntime.sleep(120)\n")
+    fake = _fake_framework(
+        tmp_path / "site",
+        "tensorflow",
+        "import sys, time\nprint('failed call to cuInit', file=sys.stderr)\n"
+        "sys.stderr.flush()\ntime.sleep(120)\n",
+    )
     start = time.monotonic()
-    done = gpuwhy(["--python", str(framework_env("bare")), "--timeout", "4", "--json"], tmp_path,
-                  PYTHONPATH=str(fake))
+    done = gpuwhy(
+        ["--python", str(framework_env("bare")), "--timeout", "4", "--json"],
+        tmp_path,
+        PYTHONPATH=str(fake),
+    )
     elapsed = time.monotonic() - start
     report = _report(done)
     assert elapsed < 4 + 6
@@ -241,14 +281,21 @@ def test_a_hanging_framework_import_is_killed_at_the_deadline(tmp_path: Path) ->
 
 def test_ctrl_c_stops_doctor_and_its_probes(tmp_path: Path) -> None:
     marker = tmp_path / "probe.pid"
-    fake = _fake_framework(tmp_path / "site", "tensorflow",
-                           f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n"
-                           "time.sleep(120)\n")
+    fake = _fake_framework(
+        tmp_path / "site",
+        "tensorflow",
+        f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n",
+    )
     environ = dict(os.environ, PYTHONPATH=os.pathsep.join([str(fake), str(SRC)]))
     bare = str(framework_env("bare"))
-    doctor = subprocess.Popen([sys.executable, "-m", "gpuwhy", "doctor", "--python", bare,
-                               "--timeout", "100"], cwd=tmp_path, env=environ,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    doctor = subprocess.Popen(
+        [sys.executable, "-m", "gpuwhy", "doctor", "--python", bare, "--timeout", "100"],
+        cwd=tmp_path,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -270,9 +317,11 @@ def _running(pid: int) -> bool:
 
 
 def test_a_framework_that_cannot_be_imported(tmp_path: Path) -> None:
-    fake = _fake_framework(tmp_path / "site", "torch",
-                           "raise ImportError('cannot import name _C from partially initialized"
-                           " module torch')\n")
+    fake = _fake_framework(
+        tmp_path / "site",
+        "torch",
+        "raise ImportError('cannot import name _C from partially initialized module torch')\n",
+    )
     bare = str(framework_env("bare"))
     done = gpuwhy(["--python", bare, "--json"], tmp_path, PYTHONPATH=str(fake))
     report = _report(done)

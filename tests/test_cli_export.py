@@ -32,27 +32,65 @@ from gpuwhy.report.perfetto.trace import GPU_COUNTERS, GPU_PID_BASE, HOST_PID, w
 START = 5_000_000_000_000
 MS = 1_000_000
 NUMBER = {"type": "number"}
-BASE = {"name": {"type": "string", "minLength": 1}, "pid": {"type": "integer"},
-        "tid": {"type": "integer"}}
-TRACE_EVENT = {"oneOf": [
-    {"type": "object", "required": ["name", "ph", "ts", "pid", "tid", "args"],
-     "properties": {**BASE, "ph": {"const": "C"}, "ts": {"type": "number", "minimum": 0},
-                    "args": {"type": "object", "minProperties": 1,
-                             "additionalProperties": NUMBER}}},
-    {"type": "object", "required": ["name", "ph", "ts", "dur", "pid", "tid"],
-     "properties": {**BASE, "ph": {"const": "X"}, "ts": {"type": "number", "minimum": 0},
-                    "dur": {"type": "number", "minimum": 0}, "args": {"type": "object"}}},
-    {"type": "object", "required": ["name", "ph", "ts", "pid", "tid", "s"],
-     "properties": {**BASE, "ph": {"const": "i"}, "ts": {"type": "number", "minimum": 0},
-                    "s": {"enum": ["g", "p", "t"]}, "args": {"type": "object"}}},
-    {"type": "object", "required": ["name", "ph", "pid", "args"],
-     "properties": {**BASE, "ph": {"const": "M"},
-                    "name": {"enum": ["process_name", "thread_name", "process_sort_index"]},
-                    "args": {"type": "object", "minProperties": 1}}},
-]}
-TRACE = {"type": "object", "required": ["traceEvents"],
-         "properties": {"traceEvents": {"type": "array", "items": TRACE_EVENT},
-                        "displayTimeUnit": {"enum": ["ms", "ns"]}}}
+BASE = {
+    "name": {"type": "string", "minLength": 1},
+    "pid": {"type": "integer"},
+    "tid": {"type": "integer"},
+}
+TRACE_EVENT = {
+    "oneOf": [
+        {
+            "type": "object",
+            "required": ["name", "ph", "ts", "pid", "tid", "args"],
+            "properties": {
+                **BASE,
+                "ph": {"const": "C"},
+                "ts": {"type": "number", "minimum": 0},
+                "args": {"type": "object", "minProperties": 1, "additionalProperties": NUMBER},
+            },
+        },
+        {
+            "type": "object",
+            "required": ["name", "ph", "ts", "dur", "pid", "tid"],
+            "properties": {
+                **BASE,
+                "ph": {"const": "X"},
+                "ts": {"type": "number", "minimum": 0},
+                "dur": {"type": "number", "minimum": 0},
+                "args": {"type": "object"},
+            },
+        },
+        {
+            "type": "object",
+            "required": ["name", "ph", "ts", "pid", "tid", "s"],
+            "properties": {
+                **BASE,
+                "ph": {"const": "i"},
+                "ts": {"type": "number", "minimum": 0},
+                "s": {"enum": ["g", "p", "t"]},
+                "args": {"type": "object"},
+            },
+        },
+        {
+            "type": "object",
+            "required": ["name", "ph", "pid", "args"],
+            "properties": {
+                **BASE,
+                "ph": {"const": "M"},
+                "name": {"enum": ["process_name", "thread_name", "process_sort_index"]},
+                "args": {"type": "object", "minProperties": 1},
+            },
+        },
+    ]
+}
+TRACE = {
+    "type": "object",
+    "required": ["traceEvents"],
+    "properties": {
+        "traceEvents": {"type": "array", "items": TRACE_EVENT},
+        "displayTimeUnit": {"enum": ["ms", "ns"]},
+    },
+}
 
 
 def _recording(path: Path) -> Path:
@@ -63,23 +101,48 @@ def _recording(path: Path) -> Path:
     for i in range(20):
         t = START + i * 100 * MS
         for device in (0, 1):
-            writer.put(GpuSample(
-                t, device, util_gpu_pct=(i * 7 + device) % 101, util_mem_pct=20,
-                memory_used_bytes=(8 << 30) + i * (1 << 20), sm_clock_mhz=1410,
-                power_mw=250_000 + i, temperature_c=60, pcie_tx_kbps=1000 * i, pcie_rx_kbps=5,
-                pcie_gen=4, pcie_width=16, clock_event_reasons=0x4, sm_active_permille=815,
-                sm_occupancy_permille=300, tensor_active_permille=120,
-                dram_active_permille=451, job_memory_bytes=7 << 30, job_sm_pct=80))
+            writer.put(
+                GpuSample(
+                    t,
+                    device,
+                    util_gpu_pct=(i * 7 + device) % 101,
+                    util_mem_pct=20,
+                    memory_used_bytes=(8 << 30) + i * (1 << 20),
+                    sm_clock_mhz=1410,
+                    power_mw=250_000 + i,
+                    temperature_c=60,
+                    pcie_tx_kbps=1000 * i,
+                    pcie_rx_kbps=5,
+                    pcie_gen=4,
+                    pcie_width=16,
+                    clock_event_reasons=0x4,
+                    sm_active_permille=815,
+                    sm_occupancy_permille=300,
+                    tensor_active_permille=120,
+                    dram_active_permille=451,
+                    job_memory_bytes=7 << 30,
+                    job_sm_pct=80,
+                )
+            )
         writer.put(UtilSample(t + 50 * MS, 0, UtilKind.GPU, i % 2 * 100))
-        writer.put(HostSample(t, cpu_system_pct=40.5, job_cpu_pct=99.9, job_rss_bytes=2 << 30,
-                              job_processes=3, memory_available_bytes=10 << 30))
+        writer.put(
+            HostSample(
+                t,
+                cpu_system_pct=40.5,
+                job_cpu_pct=99.9,
+                job_rss_bytes=2 << 30,
+                job_processes=3,
+                memory_available_bytes=10 << 30,
+            )
+        )
     writer.put(Span("train", SpanKind.PHASE, START + 100 * MS, START + 1900 * MS, pid=4321))
     for step in range(4):
         s = START + (200 + step * 400) * MS
         writer.put(Span("train", SpanKind.WAIT, s, s + 50 * MS, step=step, pid=4321))
         writer.put(Span("train", SpanKind.STEP, s, s + 300 * MS, step=step, pid=4321))
-    writer.put(Span("validation", SpanKind.STEP, START + 1950 * MS, START + 1990 * MS,
-                    step=0, steps=4))
+    writer.put(
+        Span("validation", SpanKind.STEP, START + 1950 * MS, START + 1990 * MS, step=0, steps=4)
+    )
     writer.put(Event(START + 1995 * MS, "child_exited", "exit 0", {"code": 0}))
     writer.close()
     return path
@@ -118,8 +181,11 @@ def test_counters_are_written_on_change_and_once_at_the_end(tmp_path: Path) -> N
     events = _export(tmp_path)["traceEvents"]
 
     def series(name: str, device: int = 0) -> list[tuple[float, float]]:
-        return [(e["ts"], next(iter(e["args"].values()))) for e in events
-                if e["ph"] == "C" and e["name"] == name and e["pid"] == GPU_PID_BASE + device]
+        return [
+            (e["ts"], next(iter(e["args"].values())))
+            for e in events
+            if e["ph"] == "C" and e["name"] == name and e["pid"] == GPU_PID_BASE + device
+        ]
 
     assert series("temperature") == [(0, 60), (1995000, 60)]  # constant: first and end
     util = series("GPU utilization")
@@ -141,6 +207,7 @@ def test_spans_are_complete_events_in_microseconds_from_the_start(tmp_path: Path
     assert instant["args"] == {"message": "exit 0", "code": 0}
 
 
+@pytest.mark.slow
 def test_the_trace_is_streamed_not_built_in_memory(tmp_path: Path) -> None:
     path = tmp_path / "long.gpuwhy.db"
     writer = RecordingWriter(path)
@@ -185,16 +252,30 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys, case: str) -> 
 
 
 def test_the_command_line_never_shows_a_traceback(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "gpuwhy", "export", str(tmp_path / "x.db"),
-                          "--perfetto", str(tmp_path / "t.json")],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuwhy",
+            "export",
+            str(tmp_path / "x.db"),
+            "--perfetto",
+            str(tmp_path / "t.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "no recording at" in out.stderr
 
 
 def _series(events: list[dict], name: str, pid: int) -> list[tuple[float, float]]:
-    return [(e["ts"], next(iter(e["args"].values()))) for e in events
-            if e["ph"] == "C" and e["name"] == name and e["pid"] == pid]
+    return [
+        (e["ts"], next(iter(e["args"].values())))
+        for e in events
+        if e["ph"] == "C" and e["name"] == name and e["pid"] == pid
+    ]
 
 
 def _trace(tmp_path: Path, *flags: str) -> dict:
@@ -227,7 +308,10 @@ def test_long_windows_get_counters_from_the_stored_tiers(tmp_path: Path, capsys)
     events = trace["traceEvents"]
     # Samples 0..9 and 10..19 of GPU 0: utilization (7 i) mod 101, averaged per second.
     assert _series(events, "GPU utilization", GPU_PID_BASE) == [
-        (0, 31.5), (1000000, 51.0), (1995000, 51.0)]
+        (0, 31.5),
+        (1000000, 51.0),
+        (1995000, 51.0),
+    ]
     assert _series(events, "clock event reasons", GPU_PID_BASE)[0] == (0, 4)  # the bits seen
     assert _series(events, "GPU utilization (driver samples)", GPU_PID_BASE)[0] == (0, 50.0)
     assert _series(events, "job CPU (100 = one core)", HOST_PID)[0] == (0, 99.9)
@@ -260,8 +344,10 @@ def test_too_many_steps_become_counters_per_process(tmp_path: Path) -> None:
     assert "per-process counters" in trace["otherData"]["spans"]
 
 
-@pytest.mark.parametrize("flags", [["--start", "2", "--end", "1"], ["--start", "-1"],
-                                   ["--end", "x"], ["--resolution", "10s"]])
+@pytest.mark.parametrize(
+    "flags",
+    [["--start", "2", "--end", "1"], ["--start", "-1"], ["--end", "x"], ["--resolution", "10s"]],
+)
 def test_a_bad_window_is_one_line_and_exit_2(tmp_path: Path, capsys, flags: list[str]) -> None:
     rec = _recording(tmp_path / "run.gpuwhy.db")
     assert main(["export", str(rec), "--perfetto", str(tmp_path / "t.json"), *flags]) == 2
@@ -282,8 +368,9 @@ def test_a_long_fast_recording_exports_means_and_every_span(tmp_path: Path) -> N
     util = _series(trace["traceEvents"], "GPU utilization", GPU_PID_BASE)
     assert 100 < len(util) <= 6 * 60 + 2
     assert trace["otherData"]["spans"].startswith("every")
-    window = _trace_of(tmp_path / "fast.gpuwhy.db", tmp_path / "w.json", "--start", "60",
-                       "--end", "90")
+    window = _trace_of(
+        tmp_path / "fast.gpuwhy.db", tmp_path / "w.json", "--start", "60", "--end", "90"
+    )
     assert window["otherData"]["counters"] == "every sample"
     assert len(_series(window["traceEvents"], "power", GPU_PID_BASE)) > 1000  # 100 Hz
 

@@ -111,8 +111,20 @@ def test_report_on_a_run_whose_gpuwhy_was_killed(tmp_path: Path) -> None:
         "time.sleep(30)\n"
     )
     process = subprocess.Popen(
-        [PY, "-m", "gpuwhy", "run", "--quiet", "--record", str(path), "--",
-         JOB_PY, "-c", code, str(socket_file)],
+        [
+            PY,
+            "-m",
+            "gpuwhy",
+            "run",
+            "--quiet",
+            "--record",
+            str(path),
+            "--",
+            JOB_PY,
+            "-c",
+            code,
+            str(socket_file),
+        ],
         env=dict(os.environ, PYTHONPATH=str(SRC)),
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -147,8 +159,7 @@ def test_html_report_is_one_self_contained_page(recording: Path, tmp_path: Path)
 def test_html_to_an_unwritable_place_is_one_line_and_exit_2(
     recording: Path, tmp_path: Path
 ) -> None:
-    result = gpuwhy(["report", str(recording), "--html", str(tmp_path / "no" / "x.html")],
-                    tmp_path)
+    result = gpuwhy(["report", str(recording), "--html", str(tmp_path / "no" / "x.html")], tmp_path)
     assert result.returncode == 2
     assert len(result.stderr.decode().strip().splitlines()) == 1
     assert b"Traceback" not in result.stderr
@@ -172,13 +183,27 @@ def test_run_names_the_html_page_it_wrote(tmp_path: Path) -> None:
 
 
 def test_report_text_has_no_trailing_blanks_and_respects_no_color(tmp_path: Path) -> None:
-    recording = Path(__file__).resolve().parent / "data" / "recordings" / (
-        "cpu-keras-tf-slow-map.gpuwhy.db")
+    recording = (
+        Path(__file__).resolve().parent
+        / "data"
+        / "recordings"
+        / ("cpu-keras-tf-slow-map.gpuwhy.db")
+    )
     env = dict(os.environ, PYTHONPATH=str(SRC), FORCE_COLOR="1", COLUMNS="90")
-    styled = subprocess.run([PY, "-m", "gpuwhy", "report", str(recording)], cwd=tmp_path, env=env,
-                            capture_output=True, timeout=120)
-    plain = subprocess.run([PY, "-m", "gpuwhy", "report", str(recording)], cwd=tmp_path,
-                           env={**env, "NO_COLOR": "1"}, capture_output=True, timeout=120)
+    styled = subprocess.run(
+        [PY, "-m", "gpuwhy", "report", str(recording)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    plain = subprocess.run(
+        [PY, "-m", "gpuwhy", "report", str(recording)],
+        cwd=tmp_path,
+        env={**env, "NO_COLOR": "1"},
+        capture_output=True,
+        timeout=120,
+    )
     assert b"\x1b[" in styled.stdout  # FORCE_COLOR: styled as on a terminal
     assert b"\x1b[" not in plain.stdout
     lines = plain.stdout.decode().splitlines()

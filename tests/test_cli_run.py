@@ -387,8 +387,18 @@ def test_ctrl_c_on_the_terminal_reaches_the_child_once(tmp_path: Path) -> None:
         "sys.exit(5)\n"
     )
     exit_code, output = run_on_pty(
-        ["run", "--quiet", "--record", str(tmp_path / "r.db"), "--", PY, "-c", code,
-         str(ready), str(count)],
+        [
+            "run",
+            "--quiet",
+            "--record",
+            str(tmp_path / "r.db"),
+            "--",
+            PY,
+            "-c",
+            code,
+            str(ready),
+            str(count),
+        ],
         tmp_path,
         send=b"\x03",
         after=ready,
@@ -458,8 +468,18 @@ def test_ctrl_c_is_forwarded_to_a_child_that_left_the_terminals_group(tmp_path: 
         "time.sleep(60)\n"
     )
     exit_code, output = run_on_pty(
-        ["run", "--quiet", "--record", str(tmp_path / "r.db"), "--", PY, "-c", code,
-         str(ready), str(marker)],
+        [
+            "run",
+            "--quiet",
+            "--record",
+            str(tmp_path / "r.db"),
+            "--",
+            PY,
+            "-c",
+            code,
+            str(ready),
+            str(marker),
+        ],
         tmp_path,
         send=b"\x03",
         after=ready,
@@ -516,8 +536,18 @@ def test_ctrl_backslash_on_the_terminal_reaches_the_child_once(tmp_path: Path) -
         "open(sys.argv[2], 'w').write(str(len(hits)))\n"
     )
     exit_code, output = run_on_pty(
-        ["run", "--quiet", "--record", str(tmp_path / "r.db"), "--", PY, "-c", code,
-         str(ready), str(count)],
+        [
+            "run",
+            "--quiet",
+            "--record",
+            str(tmp_path / "r.db"),
+            "--",
+            PY,
+            "-c",
+            code,
+            str(ready),
+            str(count),
+        ],
         tmp_path,
         send=b"\x1c",
         after=ready,

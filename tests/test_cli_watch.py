@@ -22,19 +22,39 @@ from gpuwhy.report.watch import render_gpu, sparkline, watch
 from gpuwhy.telemetry.nvml import NvmlSource
 from gpuwhy.telemetry.nvml_decode import GpuProcess
 
-H100 = DeviceInfo(0, "NVIDIA H100 80GB HBM3 (constructed)", memory_total_bytes=80 << 30,
-                  sm_clock_max_mhz=1980, power_limit_mw=700_000, pcie_gen_max=5,
-                  pcie_width_max=16, gpm_supported=True)
+H100 = DeviceInfo(
+    0,
+    "NVIDIA H100 80GB HBM3 (constructed)",
+    memory_total_bytes=80 << 30,
+    sm_clock_max_mhz=1980,
+    power_limit_mw=700_000,
+    pcie_gen_max=5,
+    pcie_width_max=16,
+    gpm_supported=True,
+)
 T4 = DeviceInfo(1, "Tesla T4 (constructed)", memory_total_bytes=16 << 30)
 
 
 def _busy(t_ns: int, util: int) -> GpuSample:
-    return GpuSample(t_ns, 0, util_gpu_pct=util, util_mem_pct=35, memory_used_bytes=40 << 30,
-                     sm_clock_mhz=1755, power_mw=612_000, temperature_c=71, pcie_tx_kbps=12_000,
-                     pcie_rx_kbps=3_400_000, pcie_gen=5, pcie_width=16,
-                     clock_event_reasons=0x4, sm_active_permille=815,
-                     sm_occupancy_permille=302, tensor_active_permille=555,
-                     dram_active_permille=451)
+    return GpuSample(
+        t_ns,
+        0,
+        util_gpu_pct=util,
+        util_mem_pct=35,
+        memory_used_bytes=40 << 30,
+        sm_clock_mhz=1755,
+        power_mw=612_000,
+        temperature_c=71,
+        pcie_tx_kbps=12_000,
+        pcie_rx_kbps=3_400_000,
+        pcie_gen=5,
+        pcie_width=16,
+        clock_event_reasons=0x4,
+        sm_active_permille=815,
+        sm_occupancy_permille=302,
+        tensor_active_permille=555,
+        dram_active_permille=451,
+    )
 
 
 def _recording(path: Path) -> Path:
@@ -56,8 +76,13 @@ def _text(renderable) -> str:
 
 
 def test_one_gpu_block_names_every_reading_and_the_reasons() -> None:
-    block = render_gpu(H100, _busy(1, 97), [0, 50, 100, None, 97],
-                       [GpuProcess(4321, 38 << 30, 95, in_job=True)], {4321: "python"})
+    block = render_gpu(
+        H100,
+        _busy(1, 97),
+        [0, 50, 100, None, 97],
+        [GpuProcess(4321, 38 << 30, 95, in_job=True)],
+        {4321: "python"},
+    )
     text = _text(block)
     assert "GPU 0  NVIDIA H100 80GB HBM3 (constructed)" in text
     assert "util  97%  ▁▄█ ▇" in text
@@ -70,8 +95,7 @@ def test_one_gpu_block_names_every_reading_and_the_reasons() -> None:
 
 
 def test_missing_values_read_na_and_idle_is_not_throttling() -> None:
-    text = _text(render_gpu(T4, GpuSample(1, 1, util_gpu_pct=0, clock_event_reasons=1), [0],
-                            None))
+    text = _text(render_gpu(T4, GpuSample(1, 1, util_gpu_pct=0, clock_event_reasons=1), [0], None))
     assert "SM active" not in text  # no GPM on this GPU: not shown rather than 0
     assert "power n/a" in text and "PCIe n/a" in text and "procs n/a" in text
     assert max(len(line) for line in text.splitlines()) <= 80  # fits a plain terminal
@@ -120,13 +144,16 @@ def test_no_gpu_from_the_command_line_has_no_traceback() -> None:
     if probe.available():
         probe.close()
         pytest.skip("NVML works here: there is a GPU to watch")
-    out = subprocess.run([sys.executable, "-m", "gpuwhy", "watch"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "watch"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 3 and "Traceback" not in out.stderr and out.stdout == ""
 
 
-@pytest.mark.parametrize("args", [["--interval", "0.01"], ["--interval", "nan"],
-                                  ["--replay", "/no/such/recording.gpuwhy.db"]])
+@pytest.mark.parametrize(
+    "args",
+    [["--interval", "0.01"], ["--interval", "nan"], ["--replay", "/no/such/recording.gpuwhy.db"]],
+)
 def test_bad_arguments_exit_2(args: list[str], capsys) -> None:
     assert main(["watch", *args]) == ExitCode.USAGE
     assert capsys.readouterr().err.count("\n") == 1
@@ -134,6 +161,7 @@ def test_bad_arguments_exit_2(args: list[str], capsys) -> None:
 
 def test_sources_that_cannot_start_are_no_device(tmp_path: Path) -> None:
     with pytest.raises(NoDeviceError) as info:
-        watch([ReplaySource(tmp_path / "missing.gpuwhy.db")], Console(file=io.StringIO()),
-              once=True)
+        watch(
+            [ReplaySource(tmp_path / "missing.gpuwhy.db")], Console(file=io.StringIO()), once=True
+        )
     assert "no recording at" in info.value.one_line()

@@ -34,9 +34,20 @@ def _needs(module: str) -> None:
 def _compare(example: str, tmp_path: Path) -> tuple[str, dict[str, Any], dict[str, Any]]:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "compare_fix.py"), example, "--rounds", "1",
-         "--keep", str(tmp_path)],
-        capture_output=True, text=True, env=env, timeout=400, check=False,
+        [
+            sys.executable,
+            str(EXAMPLES / "compare_fix.py"),
+            example,
+            "--rounds",
+            "1",
+            "--keep",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=400,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     slow = json.loads((tmp_path / "1-slow.json").read_text())
@@ -93,6 +104,11 @@ def test_examples_import_no_framework_at_module_level(path: Path) -> None:
     heavy = {"tensorflow", "torch", "keras", "jax", "numpy"}
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in tree.body:
-        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
         assert not {n.split(".")[0] for n in names} & heavy, (path.name, names)

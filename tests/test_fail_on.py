@@ -55,8 +55,14 @@ def _env() -> dict[str, str]:
 
 
 def gpuwhy(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpuwhy", *args], cwd=cwd, env=_env(),
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuwhy", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _gate_lines(stderr: str) -> list[str]:
@@ -127,8 +133,10 @@ def test_report_fails_when_a_listed_finding_appears(tmp_path: Path) -> None:
 
 
 def test_report_passes_when_no_listed_finding_appears(tmp_path: Path) -> None:
-    result = gpuwhy(["report", str(SLOW_MAP), "--fail-on", "SLOW_VALIDATION",
-                     "--fail-on", "HOST_BOUND"], tmp_path)
+    result = gpuwhy(
+        ["report", str(SLOW_MAP), "--fail-on", "SLOW_VALIDATION", "--fail-on", "HOST_BOUND"],
+        tmp_path,
+    )
     assert result.returncode == ExitCode.OK
     assert _gate_lines(result.stderr) == []
 
@@ -138,11 +146,14 @@ def test_environment_findings_count_when_they_concern_the_job(tmp_path: Path) ->
     # other frameworks than the job's (Keras on TensorFlow) do not fail it; no driver does.
     with_other = gpuwhy(["report", str(SLOW_MAP), "--json"], tmp_path)
     environment = json.loads(with_other.stdout)["environment"]["findings"]
-    frameworks = {f["evidence"].get("framework") for f in environment
-                  if f["code"] == "CPU_ONLY_BUILD"}
+    frameworks = {
+        f["evidence"].get("framework") for f in environment if f["code"] == "CPU_ONLY_BUILD"
+    }
     assert frameworks == {"torch", "jax"}
-    assert gpuwhy(["report", str(SLOW_MAP), "--fail-on", "CPU_ONLY_BUILD"],
-                  tmp_path).returncode == ExitCode.OK
+    assert (
+        gpuwhy(["report", str(SLOW_MAP), "--fail-on", "CPU_ONLY_BUILD"], tmp_path).returncode
+        == ExitCode.OK
+    )
     by_code = gpuwhy(["report", str(SLOW_MAP), "--fail-on", "NO_DRIVER"], tmp_path)
     assert by_code.returncode == GATE
     assert _gate_lines(by_code.stderr) == ["gpuwhy: --fail-on: found NO_DRIVER (exit code 4)"]
@@ -188,14 +199,33 @@ def test_run_gate_code_child_code_and_child_failure(tmp_path: Path) -> None:
     }
     running = {
         name: subprocess.Popen(
-            [sys.executable, "-m", "gpuwhy", "run", "--record", f"{name}.gpuwhy.db", "--json",
-             f"{name}.json", *flags, "--", python, "job.py", code],
-            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "gpuwhy",
+                "run",
+                "--record",
+                f"{name}.gpuwhy.db",
+                "--json",
+                f"{name}.json",
+                *flags,
+                "--",
+                python,
+                "job.py",
+                code,
+            ],
+            cwd=tmp_path,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for name, (flags, code) in cases.items()
     }
-    results = {name: (process.wait(timeout=180), process.communicate()[1])
-               for name, process in running.items()}
+    results = {
+        name: (process.wait(timeout=180), process.communicate()[1])
+        for name, process in running.items()
+    }
     for name in cases:  # the job is input-bound in every run: the gate decides on that
         codes = [f["code"] for f in json.loads((tmp_path / f"{name}.json").read_text())["findings"]]
         assert codes[0] == "INPUT_BOUND", (name, codes, results[name][1][-2000:])

@@ -30,7 +30,10 @@ def test_import_gpuwhy_imports_no_framework_even_where_all_are_installed() -> No
         f"print(sorted(m for m in {FRAMEWORKS!r} if m in sys.modules))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
         env={**os.environ, "PYTHONPATH": str(SRC)},
     )
     assert out.stdout.strip() == "[]"
@@ -45,7 +48,10 @@ def test_a_subcommand_builds_only_its_own_parser() -> None:
         "print(sorted(parser._subparsers._group_actions[0].choices), others)"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
         env={**os.environ, "PYTHONPATH": str(SRC)},
     )
     assert out.stdout.strip() == "['run'] []"
@@ -107,9 +113,21 @@ def test_console_script_is_installed() -> None:
 @pytest.mark.slow
 def test_wheel_ships_code_data_and_typing_marker(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     (wheel,) = tmp_path.glob("gpuwhy-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -126,12 +144,50 @@ def test_wheel_ships_code_data_and_typing_marker(tmp_path: Path) -> None:
 
 def test_setup_stops_in_one_line_when_the_disk_is_short() -> None:
     script = str(ROOT / "scripts" / "need-space.sh")
-    short = subprocess.run(["bash", script, "Setting up .venv", str(2**40)],
-                           capture_output=True, text=True, timeout=30)
+    short = subprocess.run(
+        ["bash", script, "Setting up .venv", str(2**40)], capture_output=True, text=True, timeout=30
+    )
     assert short.returncode == 3
     lines = short.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Setting up .venv needs about 1073741824 GB")
     assert f"disk holding {ROOT}" in lines[0] and "free some space there" in lines[0]
-    enough = subprocess.run(["bash", script, "Setting up .venv", "1"],
-                            capture_output=True, text=True, timeout=30)
+    enough = subprocess.run(
+        ["bash", script, "Setting up .venv", "1"], capture_output=True, text=True, timeout=30
+    )
     assert (enough.returncode, enough.stderr) == (0, "")
+
+
+def test_a_timing_test_measured_again_is_named_in_the_summary(tmp_path: Path) -> None:
+    (tmp_path / "test_timing.py").write_text(
+        "def test_retried(record_property):\n"
+        "    record_property('retried', 'speed-up 1.10 vs measured 1.52')\n"
+        "def test_first_time(record_property):\n"
+        "    record_property('other', 'kept out of the list')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}  # tests/conftest.py as a plugin
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "conftest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "test_timing.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout
+    section = done.stdout.split("measured again after a miss", 1)[1]
+    assert (
+        "test_timing.py::test_retried: first attempt missed: speed-up 1.10 vs measured 1.52"
+        in section
+    )
+    assert "test_first_time" not in section

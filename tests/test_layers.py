@@ -10,15 +10,22 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "gpuwhy"
 
 # Lower number = lower layer. Modules at the package root are the foundation.
 LAYER: dict[str, float] = {
-    "model": 0, "errors": 0, "_version": 0, "nvml_codes": 0, "redact": 0,
+    "model": 0,
+    "errors": 0,
+    "_version": 0,
+    "nvml_codes": 0,
+    "redact": 0,
     "wire": 0.5,  # the job-to-run protocol speaks in model records
-    "env": 1, "telemetry": 1, "hooks": 1,
+    "env": 1,
+    "telemetry": 1,
+    "hooks": 1,
     "recording": 2,
     "runtime": 3,
     "analysis": 3,
     "report": 4,
     "cli": 5,
-    "__init__": 5, "__main__": 6,
+    "__init__": 5,
+    "__main__": 6,
 }
 # Lazily imported public API in gpuwhy/__init__ reaches into hooks; that is the top.
 HEAVY = {"tensorflow", "torch", "jax", "keras", "pynvml", "psutil"}
@@ -83,5 +90,6 @@ def test_subpackages_import_one_way() -> None:
                     if parts[2] in order and order[parts[2]] > rank:
                         problems.append(f"{path.relative_to(SRC)} imports {name}")
     assert problems == []
-    assert {p.name for p in (SRC / "report").iterdir() if (p / "__init__.py").exists()} == \
-        set(SUBPACKAGE_ORDER["report"])
+    assert {p.name for p in (SRC / "report").iterdir() if (p / "__init__.py").exists()} == set(
+        SUBPACKAGE_ORDER["report"]
+    )

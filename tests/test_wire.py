@@ -13,7 +13,7 @@ from gpuwhy.wire import WireError, decode, encode
     [
         Span("train", SpanKind.STEP, 10, 25, step=3, steps=4, pid=77),
         Span("validation", SpanKind.PHASE, 1, 2),
-        Span("my phase: \"ünïcode\"\n", SpanKind.WAIT, 5, 9, step=0),
+        Span('my phase: "ünïcode"\n', SpanKind.WAIT, 5, 9, step=0),
         Event(123, "hook", "keras fit instrumented", {"steps_per_execution": 4}),
     ],
 )
@@ -25,8 +25,15 @@ def test_every_record_round_trips_on_one_line(record: Span | Event) -> None:
 
 @pytest.mark.parametrize(
     "line",
-    [b"", b"not json", b"[1, 2]", b'{"t": "sample"}', b'{"t": "span", "phase": "x"}',
-     b'{"t": "span", "phase": "x", "kind": 9, "s": 1, "e": 2}', b"\xff\xfe"],
+    [
+        b"",
+        b"not json",
+        b"[1, 2]",
+        b'{"t": "sample"}',
+        b'{"t": "span", "phase": "x"}',
+        b'{"t": "span", "phase": "x", "kind": 9, "s": 1, "e": 2}',
+        b"\xff\xfe",
+    ],
 )
 def test_anything_else_is_a_wire_error(line: bytes) -> None:
     with pytest.raises(WireError):

@@ -61,8 +61,9 @@ def main() -> None:
     with jobkit.jax_profile(job), job.phase("train"):
         for x in batches():
             params = step(params, x)  # type: ignore[arg-type]
-    job.facts.update(steps=steps, samples=steps * batch, batch=batch,
-                     storage_wait_s=round(steps * read_s, 6))
+    job.facts.update(
+        steps=steps, samples=steps * batch, batch=batch, storage_wait_s=round(steps * read_s, 6)
+    )
     job.write()
 
 

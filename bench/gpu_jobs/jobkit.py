@@ -65,9 +65,12 @@ class Job:
         """The truth file: the variant, the phases' seconds and the job's own facts."""
         if self.truth_path is None:
             return
-        document = {"variant": "fixed" if self.fixed else "slow", "size": "tiny" if self.tiny
-                    else "gpu", "phases_s": {k: round(v, 6) for k, v in self.phases.items()},
-                    **self.facts}
+        document = {
+            "variant": "fixed" if self.fixed else "slow",
+            "size": "tiny" if self.tiny else "gpu",
+            "phases_s": {k: round(v, 6) for k, v in self.phases.items()},
+            **self.facts,
+        }
         self.truth_path.write_text(json.dumps(document, indent=1, sort_keys=True))
 
 
@@ -139,8 +142,9 @@ def jax_profile(job: Job) -> Iterator[None]:
         finally:
             try:
                 jax.profiler.stop_trace()
-                written = shutil.make_archive(str(Path(folder).with_suffix(".packed")), "zip",
-                                              root_dir=folder)
+                written = shutil.make_archive(
+                    str(Path(folder).with_suffix(".packed")), "zip", root_dir=folder
+                )
                 shutil.move(written, job.profile_path)
             except Exception as error:
                 job.facts["profile_error"] = f"{type(error).__name__}: {error}"

@@ -42,20 +42,31 @@ def main() -> None:
             return x, (np.arange(batch) + index) % 10
 
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((width,)),
-                              *[keras.layers.Dense(width, activation="relu") for _ in range(3)],
-                              keras.layers.Dense(10)])
-    model.compile(optimizer="sgd",
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model = keras.Sequential(
+        [
+            keras.Input((width,)),
+            *[keras.layers.Dense(width, activation="relu") for _ in range(3)],
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     with job.phase("warmup"):
         model.fit(SlowStorage(4), epochs=1, verbose=0)
-    profile = (jobkit.jax_profile(job) if backend == "jax" else
-               jobkit.torch_profile(job, by_step=False))
+    profile = (
+        jobkit.jax_profile(job) if backend == "jax" else jobkit.torch_profile(job, by_step=False)
+    )
     with profile, job.phase("train"):
         model.fit(SlowStorage(steps), epochs=1, verbose=0)
-    job.facts.update(steps=steps, samples=steps * batch, batch=batch, workers=workers,
-                     storage_wait_s=round(steps * read_s, 6),
-                     keras_backend_env=os.environ.get("KERAS_BACKEND"))
+    job.facts.update(
+        steps=steps,
+        samples=steps * batch,
+        batch=batch,
+        workers=workers,
+        storage_wait_s=round(steps * read_s, 6),
+        keras_backend_env=os.environ.get("KERAS_BACKEND"),
+    )
     job.write()
 
 

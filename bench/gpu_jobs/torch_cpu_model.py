@@ -28,8 +28,13 @@ def main() -> None:
             loss_fn(model(inputs), targets).backward()
             optimizer.step()
             profiled()
-    job.facts.update(steps=steps, samples=steps * batch, batch=batch, model_device=device,
-                     cpu_threads=torch.get_num_threads())
+    job.facts.update(
+        steps=steps,
+        samples=steps * batch,
+        batch=batch,
+        model_device=device,
+        cpu_threads=torch.get_num_threads(),
+    )
     job.write()
 
 

@@ -27,9 +27,14 @@ def main() -> None:
 
     if job.fixed:
         workers = job.size(8, 2)
-        loader = DataLoader(SlowStorage(), batch_size=batch, num_workers=workers,
-                            pin_memory=device == "cuda", persistent_workers=True,
-                            prefetch_factor=4)
+        loader = DataLoader(
+            SlowStorage(),
+            batch_size=batch,
+            num_workers=workers,
+            pin_memory=device == "cuda",
+            persistent_workers=True,
+            prefetch_factor=4,
+        )
     else:
         loader = DataLoader(SlowStorage(), batch_size=batch, num_workers=0)
     model = jobkit.mlp(width, 3, width, 10).to(device)
@@ -45,9 +50,13 @@ def main() -> None:
             optimizer.step()
             profiled()
             done += 1
-    job.facts.update(steps=done, samples=done * batch, batch=batch,
-                     storage_wait_s=round(batch * steps * item_s, 6),
-                     workers=loader.num_workers)
+    job.facts.update(
+        steps=done,
+        samples=done * batch,
+        batch=batch,
+        storage_wait_s=round(batch * steps * item_s, 6),
+        workers=loader.num_workers,
+    )
     job.write()
 
 

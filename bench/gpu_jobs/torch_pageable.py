@@ -17,8 +17,10 @@ def main() -> None:
     torch.manual_seed(0)
     rows, width, steps = job.size((16384, 4096, 120), (256, 64, 30))  # 256 MiB a batch on GPU
     pinned = device == "cuda" and job.fixed
-    batches = [torch.randn(rows, width).pin_memory() if pinned else torch.randn(rows, width)
-               for _ in range(2)]
+    batches = [
+        torch.randn(rows, width).pin_memory() if pinned else torch.randn(rows, width)
+        for _ in range(2)
+    ]
     weight = torch.randn(width, 256, device=device)
     copy_stream = torch.cuda.Stream() if pinned else None
     with jobkit.torch_profile(job) as profiled, job.phase("train"):

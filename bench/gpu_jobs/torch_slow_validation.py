@@ -14,16 +14,18 @@ def main() -> None:
 
     device = jobkit.torch_device(job)
     torch.manual_seed(0)
-    width, batch, train_steps, val_steps, epochs = job.size((2048, 1024, 300, 40, 3),
-                                                            (64, 16, 20, 8, 2))
+    width, batch, train_steps, val_steps, epochs = job.size(
+        (2048, 1024, 300, 40, 3), (64, 16, 20, 8, 2)
+    )
     read_s = job.size(0.01, 0.005)
     model = jobkit.mlp(width, 4, width, 10).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     loss_fn = torch.nn.CrossEntropyLoss()
     inputs = torch.randn(batch, width, device=device)
     targets = torch.randint(0, 10, (batch,), device=device)
-    val_host = [(torch.randn(batch, width), torch.randint(0, 10, (batch,)))
-                for _ in range(val_steps)]
+    val_host = [
+        (torch.randn(batch, width), torch.randint(0, 10, (batch,))) for _ in range(val_steps)
+    ]
     val_ready = [(x.to(device), y.to(device)) for x, y in val_host] if job.fixed else []
     for _epoch in range(epochs):
         with job.phase("train"):
@@ -44,12 +46,19 @@ def main() -> None:
                 for x, y in val_host:
                     jobkit.slow_io(read_s)
                     predictions = model(x.to(device)).cpu().tolist()
-                    hits += sum(int(max(range(10), key=row.__getitem__) == int(label))
-                                for row, label in zip(predictions, y, strict=True))
+                    hits += sum(
+                        int(max(range(10), key=row.__getitem__) == int(label))
+                        for row, label in zip(predictions, y, strict=True)
+                    )
                 accuracy = hits / (val_steps * batch)
-    job.facts.update(steps=train_steps * epochs, validation_steps=val_steps * epochs,
-                     samples=train_steps * epochs * batch, batch=batch, epochs=epochs,
-                     accuracy=round(accuracy, 4))
+    job.facts.update(
+        steps=train_steps * epochs,
+        validation_steps=val_steps * epochs,
+        samples=train_steps * epochs * batch,
+        batch=batch,
+        epochs=epochs,
+        accuracy=round(accuracy, 4),
+    )
     job.write()
 
 

@@ -36,8 +36,9 @@ def main() -> None:
                 outputs.argmax(dim=1).cpu()
             profiled()
         seen += float(total)
-    job.facts.update(steps=steps, samples=steps * batch, batch=batch,
-                     syncs_per_step=0 if job.fixed else 2)
+    job.facts.update(
+        steps=steps, samples=steps * batch, batch=batch, syncs_per_step=0 if job.fixed else 2
+    )
     job.write()
 
 

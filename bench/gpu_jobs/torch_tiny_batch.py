@@ -24,8 +24,8 @@ def main() -> None:
     labels = torch.randint(0, 10, (samples,), device=device)
     with jobkit.torch_profile(job) as profiled, job.phase("train"):
         for index in range(steps):
-            inputs = data[index * batch:(index + 1) * batch]
-            targets = labels[index * batch:(index + 1) * batch]
+            inputs = data[index * batch : (index + 1) * batch]
+            targets = labels[index * batch : (index + 1) * batch]
             optimizer.zero_grad(set_to_none=True)
             loss_fn(model(inputs), targets).backward()
             optimizer.step()

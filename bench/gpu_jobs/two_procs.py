@@ -22,8 +22,10 @@ def main() -> None:
     size = "tiny" if job.tiny else "gpu"
     with tempfile.TemporaryDirectory() as folder, job.phase("train"):
         truths = [Path(folder, f"child-{i}.json") for i in range(copies)]
-        children = [subprocess.Popen([sys.executable, str(HEALTHY), "--size", size, "--truth",
-                                      str(truth)]) for truth in truths]
+        children = [
+            subprocess.Popen([sys.executable, str(HEALTHY), "--size", size, "--truth", str(truth)])
+            for truth in truths
+        ]
         codes = [child.wait() for child in children]
         found = [json.loads(t.read_text()) for t in truths if t.exists()]
     job.facts.update(copies=copies, child_exit_codes=codes, children=found)

@@ -54,9 +54,15 @@ def ns(seconds: float) -> int:
 class Run:
     """A recording under construction; `close()` returns it opened for reading."""
 
-    def __init__(self, path: Path, *, duration_s: float = 10.0,
-                 devices: Sequence[DeviceInfo] = (), command: Sequence[str] = ("python", "t.py"),
-                 environment: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        duration_s: float = 10.0,
+        devices: Sequence[DeviceInfo] = (),
+        command: Sequence[str] = ("python", "t.py"),
+        environment: dict[str, Any] | None = None,
+    ) -> None:
         self.path = path
         self.writer = RecordingWriter(path)
         self.writer.set_meta("provenance", PROVENANCE)
@@ -73,9 +79,19 @@ class Run:
         self.writer.put(Span(name, SpanKind.PHASE, ns(start_s), ns(end_s)))
         return self
 
-    def steps(self, phase: str, start_s: float, count: int, step_s: float, *,
-              wait_s: float = 0.0, gap_s: float = 0.0, pid: int | None = None,
-              per_span: int = 1, timed: bool = True) -> float:
+    def steps(
+        self,
+        phase: str,
+        start_s: float,
+        count: int,
+        step_s: float,
+        *,
+        wait_s: float = 0.0,
+        gap_s: float = 0.0,
+        pid: int | None = None,
+        per_span: int = 1,
+        timed: bool = True,
+    ) -> float:
         """`count` steps back to back: [wait][step][gap] each; returns the end time.
 
         Like the hooks, a timed step always has its WAIT (zero long when it did not wait);
@@ -85,24 +101,36 @@ class Run:
         for index in range(0, count, per_span):
             n = min(per_span, count - index)
             if timed:
-                self.writer.put(Span(phase, SpanKind.WAIT, ns(t), ns(t + wait_s * n),
-                                     step=index, steps=n, pid=pid))
+                self.writer.put(
+                    Span(
+                        phase,
+                        SpanKind.WAIT,
+                        ns(t),
+                        ns(t + wait_s * n),
+                        step=index,
+                        steps=n,
+                        pid=pid,
+                    )
+                )
                 t += wait_s * n
-            self.writer.put(Span(phase, SpanKind.STEP, ns(t), ns(t + step_s * n),
-                                 step=index, steps=n, pid=pid))
+            self.writer.put(
+                Span(phase, SpanKind.STEP, ns(t), ns(t + step_s * n), step=index, steps=n, pid=pid)
+            )
             t += step_s * n + gap_s * n
         return t
 
-    def gpu(self, dev: int, start_s: float, end_s: float, *, every_s: float = 0.1,
-            **fields: Any) -> Run:
+    def gpu(
+        self, dev: int, start_s: float, end_s: float, *, every_s: float = 0.1, **fields: Any
+    ) -> Run:
         t = start_s
         while t < end_s - 1e-9:
             self.writer.put(GpuSample(ns(t), dev, **fields))
             t += every_s
         return self
 
-    def util(self, dev: int, start_s: float, end_s: float, value: int, *,
-             every_s: float = 1 / 6) -> Run:
+    def util(
+        self, dev: int, start_s: float, end_s: float, value: int, *, every_s: float = 1 / 6
+    ) -> Run:
         t = start_s
         while t < end_s - 1e-9:
             self.writer.put(UtilSample(ns(t), dev, UtilKind.GPU, value))
@@ -152,11 +180,21 @@ class SpanList:
     def span_columns(self, kind: SpanKind | None = None) -> Iterator[SpanColumns]:
         for span in self.spans:
             if kind is None or span.kind is kind:
-                yield SpanColumns(span.kind, span.phase, span.pid, [span.start_ns],
-                                  [span.end_ns - span.start_ns], [span.step], [span.steps])
+                yield SpanColumns(
+                    span.kind,
+                    span.phase,
+                    span.pid,
+                    [span.start_ns],
+                    [span.end_ns - span.start_ns],
+                    [span.step],
+                    [span.steps],
+                )
 
 
-def phase_stats(spans: Iterable[Span], run_start_ns: int, run_end_ns: int,
-                ) -> dict[str, PhaseStats]:
+def phase_stats(
+    spans: Iterable[Span],
+    run_start_ns: int,
+    run_end_ns: int,
+) -> dict[str, PhaseStats]:
     """The phase statistics of constructed spans, through `recording_phase_stats`."""
     return recording_phase_stats(SpanList(spans), run_start_ns, run_end_ns)

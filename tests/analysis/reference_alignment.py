@@ -47,7 +47,6 @@ class _SampleAcc(_Acc):
                 bit <<= 1
 
 
-
 class _Walk(_Segments):
     def key(self, t_ns: int) -> tuple[str, ...]:
         points = self.points

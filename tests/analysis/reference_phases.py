@@ -120,11 +120,7 @@ def phase_stats(spans: Iterable[Span], run_start_ns: int, run_end_ns: int) -> di
     run_ns = max(run_end_ns - run_start_ns, 0)
     by_phase = _collect(spans)
     ordered = sorted(by_phase.items(), key=lambda item: item[1].first_ns or 0)
-    phases = {
-        name: _phase_stats(name, entry, run_ns)
-        for name, entry in ordered
-        if name
-    }
+    phases = {name: _phase_stats(name, entry, run_ns) for name, entry in ordered if name}
     step_starts = sorted(
         s.start_ns for entry in by_phase.values() for spans in entry.steps.values() for s in spans
     )

@@ -21,8 +21,17 @@ from support.synth import synthesize
 
 def test_streaming_and_summaries_give_the_same_statistics(tmp_path: Path) -> None:
     run = Run(tmp_path / "r.db", duration_s=30, devices=[H100, device(1)])
-    run.gpu(0, 0, 30, util_gpu_pct=40, memory_used_bytes=2**30, clock_event_reasons=0x5,
-            sm_clock_mhz=1500, pcie_rx_kbps=1000, job_memory_bytes=2**29)
+    run.gpu(
+        0,
+        0,
+        30,
+        util_gpu_pct=40,
+        memory_used_bytes=2**30,
+        clock_event_reasons=0x5,
+        sm_clock_mhz=1500,
+        pcie_rx_kbps=1000,
+        job_memory_bytes=2**29,
+    )
     run.gpu(1, 10.05, 20.05, util_gpu_pct=90, sm_active_permille=700)
     run.util(0, 2.02, 28.02, 55)
     windows = {
@@ -58,8 +67,11 @@ def _host_reference(samples: Any, windows: dict[str, list[tuple[int, int]]]) -> 
                 if sample.cpu_system_pct is not None:
                     acc[3] += sample.cpu_system_pct
                     acc[4] += 1
-    return {name: (acc[0], acc[1] / acc[2] if acc[2] else None, acc[3] / acc[4] if acc[4]
-                   else None) for name, acc in sums.items() if acc[0]}
+    return {
+        name: (acc[0], acc[1] / acc[2] if acc[2] else None, acc[3] / acc[4] if acc[4] else None)
+        for name, acc in sums.items()
+        if acc[0]
+    }
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +87,12 @@ def _phase_windows(recording: Any) -> dict[str, list[tuple[int, int]]]:
     start, end = recording.meta["start_ns"], recording.meta["end_ns"]
     phases = recording_phase_stats(recording, start, end)
     named = {n: list(p.intervals) for n, p in phases.items() if not p.is_pseudo}
-    return {**named, "other": list(phases["other"].intervals), RUN: [(start, end)],
-            ACTIVE: union(i for intervals in named.values() for i in intervals)}
+    return {
+        **named,
+        "other": list(phases["other"].intervals),
+        RUN: [(start, end)],
+        ACTIVE: union(i for intervals in named.values() for i in intervals),
+    }
 
 
 def test_summaries_equal_streaming_for_many_phase_intervals(synthetic: Path) -> None:

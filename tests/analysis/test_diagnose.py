@@ -61,8 +61,15 @@ def test_devices_report_use_share_and_link(tmp_path: Path) -> None:
     run = Run(tmp_path / "r.db", duration_s=4, devices=[H100], environment=GPU_OK_ENV)
     end = run.steps("train", 1, 20, 0.1)
     run.phase("train", 1, end)
-    run.gpu(0, 1, end, util_gpu_pct=80, job_sm_pct=60, job_memory_bytes=2**30,
-            memory_used_bytes=3 * 2**30)
+    run.gpu(
+        0,
+        1,
+        end,
+        util_gpu_pct=80,
+        job_sm_pct=60,
+        job_memory_bytes=2**30,
+        memory_used_bytes=3 * 2**30,
+    )
     with run.close() as recording:
         (gpu,) = diagnose(recording).devices
     assert gpu.util_mean_pct == pytest.approx(80)
@@ -103,8 +110,13 @@ def test_untimed_input_makes_no_input_bound_claim(tmp_path: Path) -> None:
     run = Run(tmp_path / "r.db", duration_s=4, environment=NO_GPU_ENV)
     end = run.steps("train", 1, 20, 0.1, timed=False)
     run.phase("train", 1, end)
-    run.event(1.5, "data_wait_unavailable", "data wait of 'train' unknown: distributed",
-              phase="train", reason="a tf.distribute strategy is in scope")
+    run.event(
+        1.5,
+        "data_wait_unavailable",
+        "data wait of 'train' unknown: distributed",
+        phase="train",
+        reason="a tf.distribute strategy is in scope",
+    )
     with run.close() as recording:
         diagnosis = diagnose(recording)
     assert diagnosis.phases["train"].data_wait_fraction is None
@@ -113,8 +125,10 @@ def test_untimed_input_makes_no_input_bound_claim(tmp_path: Path) -> None:
 
 def test_framework_from_the_hooks_instrumentation_events() -> None:
     def hooked(*modules: str) -> list[Event]:
-        return [Event(0, "hooks", f"instrumented {m}", {"key": f"hooked:{m}", "module": m})
-                for m in modules]
+        return [
+            Event(0, "hooks", f"instrumented {m}", {"key": f"hooked:{m}", "module": m})
+            for m in modules
+        ]
 
     assert detect(hooked("tensorflow", "keras")) is Framework.KERAS_TF
     assert detect(hooked("torch", "keras")) is Framework.KERAS_TORCH

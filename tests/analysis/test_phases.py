@@ -12,8 +12,14 @@ MS = 1_000_000
 S = 1_000_000_000
 
 
-def _loop(phase: str, start: int, steps: int, wait: int, step: int, pid: int | None = None,
-          ) -> tuple[list[Span], int]:
+def _loop(
+    phase: str,
+    start: int,
+    steps: int,
+    wait: int,
+    step: int,
+    pid: int | None = None,
+) -> tuple[list[Span], int]:
     spans, t = [], start
     for i in range(steps):
         spans.append(Span(phase, SpanKind.WAIT, t, t + wait, step=i, pid=pid))
@@ -25,8 +31,11 @@ def _loop(phase: str, start: int, steps: int, wait: int, step: int, pid: int | N
 
 def test_named_phases_and_other_partition_the_run() -> None:
     train, end = _loop("train", 1 * S, 10, 60 * MS, 40 * MS)
-    spans = [Span("train", SpanKind.PHASE, 1 * S, end), *train,
-             Span("validation", SpanKind.PHASE, end, end + S)]
+    spans = [
+        Span("train", SpanKind.PHASE, 1 * S, end),
+        *train,
+        Span("validation", SpanKind.PHASE, end, end + S),
+    ]
     phases = phase_stats(spans, 0, 4 * S)
     assert list(phases) == ["train", "validation", DATA_WAIT, OTHER]
     shares = sum(p.share for p in phases.values() if p.name != DATA_WAIT)
@@ -42,8 +51,10 @@ def test_named_phases_and_other_partition_the_run() -> None:
 
 def test_span_covering_n_steps_counts_n_steps_of_its_average_time() -> None:
     # Keras steps_per_execution=4: one span per 4 steps (references.md#keras-steps-per-execution).
-    spans = [Span("train", SpanKind.STEP, 0, 400 * MS, step=0, steps=4),
-             Span("train", SpanKind.STEP, 400 * MS, 500 * MS, step=4, steps=1)]
+    spans = [
+        Span("train", SpanKind.STEP, 0, 400 * MS, step=0, steps=4),
+        Span("train", SpanKind.STEP, 400 * MS, 500 * MS, step=4, steps=1),
+    ]
     phase = phase_stats(spans, 0, S)["train"]
     assert phase.data_wait_fraction is None  # no WAIT: the input was not timed
     assert phase.steps == 5
@@ -90,8 +101,9 @@ def test_no_spans_leaves_only_other() -> None:
 
 def test_a_step_without_its_wait_is_unknown_and_a_zero_wait_is_zero() -> None:
     # docs/hooks.md: one WAIT per measured STEP, zero long when it did not wait.
-    steps = [Span("train", SpanKind.STEP, i * 100 * MS, (i + 1) * 100 * MS, step=i)
-             for i in range(10)]
+    steps = [
+        Span("train", SpanKind.STEP, i * 100 * MS, (i + 1) * 100 * MS, step=i) for i in range(10)
+    ]
     untimed = phase_stats(steps, 0, S)["train"]
     assert untimed.data_wait_fraction is None and untimed.data_wait_coverage == 0.0
     zeros = [Span("train", SpanKind.WAIT, s.start_ns, s.start_ns, step=s.step) for s in steps]

@@ -56,8 +56,7 @@ def _random_spans(rng: random.Random) -> list[Span]:
                         u -= rng.randrange(1, 10) * MS
                     spans.append(Span(phase, SpanKind.STEP, u, u + length, step, n, pid))
                     if rng.random() < 0.05:  # a wait inside the step
-                        spans.append(Span(phase, SpanKind.WAIT, u + MS, u + 2 * MS, step, 1,
-                                          pid))
+                        spans.append(Span(phase, SpanKind.WAIT, u + MS, u + 2 * MS, step, 1, pid))
                     u += length + rng.choice((0, 200_000, rng.randrange(1, 30) * MS))
                 t = max(t, u)
             if rng.random() < 0.85:  # a PHASE span, sometimes not covering every step
@@ -80,8 +79,9 @@ def test_random_spans_give_the_reference_statistics(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_a_recording_read_as_columns_gives_the_reference_statistics(tmp_path: Path,
-                                                                      seed: int) -> None:
+def test_a_recording_read_as_columns_gives_the_reference_statistics(
+    tmp_path: Path, seed: int
+) -> None:
     spans = _random_spans(random.Random(1000 + seed))
     path = tmp_path / "spans.gpuwhy.db"
     writer = RecordingWriter(path)  # constructed spans through the real writer

@@ -22,8 +22,11 @@ CASES = sorted(RECORDINGS.glob("*.gpuwhy.db"))
 
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.name.removesuffix(".gpuwhy.db"))
 def test_captured_recording_gives_its_expected_diagnosis(path: Path) -> None:
-    expect = json.loads(path.with_name(path.name.removesuffix(".gpuwhy.db") + ".expect.json")
-                        .read_text(encoding="utf-8"))
+    expect = json.loads(
+        path.with_name(path.name.removesuffix(".gpuwhy.db") + ".expect.json").read_text(
+            encoding="utf-8"
+        )
+    )
     assert expect.get("provenance"), "a captured recording needs its provenance"
     with Recording.open(path) as recording:
         diagnosis = diagnose(recording)

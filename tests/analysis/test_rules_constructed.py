@@ -26,8 +26,15 @@ def _codes(diagnosis: Diagnosis) -> list[str]:
     return [f.code for f in diagnosis.findings]
 
 
-def _train(run: Run, *, wait_s: float = 0.0, step_s: float = 0.05, start: float = 1.0,
-           count: int = 100, **kwargs: float) -> float:
+def _train(
+    run: Run,
+    *,
+    wait_s: float = 0.0,
+    step_s: float = 0.05,
+    start: float = 1.0,
+    count: int = 100,
+    **kwargs: float,
+) -> float:
     end = run.steps("train", start, count, step_s, wait_s=wait_s, **kwargs)  # type: ignore[arg-type]
     run.phase("train", start, end)
     return end
@@ -170,22 +177,31 @@ def test_transfer_bound_is_judged_against_the_links_own_bandwidth(tmp_path: Path
 def test_throttling_reasons_exclude_gpu_idle(tmp_path: Path) -> None:
     run = Run(tmp_path / "r.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
     end = _train(run, step_s=0.08)
-    run.gpu(0, 1, end, util_gpu_pct=95, job_memory_bytes=GiB, sm_clock_mhz=1386,
-            clock_event_reasons=0x40)  # HwThermalSlowdown
+    run.gpu(
+        0,
+        1,
+        end,
+        util_gpu_pct=95,
+        job_memory_bytes=GiB,
+        sm_clock_mhz=1386,
+        clock_event_reasons=0x40,
+    )  # HwThermalSlowdown
     throttled = next(f for f in _diagnose(run).findings if f.code == "THROTTLED")
     assert throttled.severity is Severity.WARNING
     assert throttled.evidence["clock_drop_fraction"] == pytest.approx(0.3)
     idle = Run(tmp_path / "i.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
     end = _train(idle, step_s=0.08)
-    idle.gpu(0, 1, end, util_gpu_pct=95, job_memory_bytes=GiB, sm_clock_mhz=900,
-             clock_event_reasons=0x1)  # GpuIdle only
+    idle.gpu(
+        0, 1, end, util_gpu_pct=95, job_memory_bytes=GiB, sm_clock_mhz=900, clock_event_reasons=0x1
+    )  # GpuIdle only
     assert "THROTTLED" not in _codes(_diagnose(idle))
 
 
 def test_memory_pressure_for_torch_but_not_for_tensorflow(tmp_path: Path) -> None:
     for framework, expected in (("torch", True), ("tensorflow", False)):
-        run = Run(tmp_path / f"{framework}.db", duration_s=10, devices=[H100],
-                  environment=GPU_OK_ENV)
+        run = Run(
+            tmp_path / f"{framework}.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV
+        )
         end = _train(run, step_s=0.08)
         run.gpu(0, 1, end, util_gpu_pct=95, memory_used_bytes=78 * GiB, job_memory_bytes=GiB)
         run.event(0.1, "hook", framework, framework=framework)
@@ -228,9 +244,13 @@ def test_gpu_rules_stay_quiet_without_gpu_samples(tmp_path: Path) -> None:
 def test_another_frameworks_environment_error_does_not_hide_not_on_gpu(tmp_path: Path) -> None:
     # A CPU-only TensorFlow installed beside the job's PyTorch says nothing about the torch job.
     tf_cpu_only = {
-        "code": "CPU_ONLY_BUILD", "severity": "error", "title": "tensorflow-cpu is CPU-only",
-        "evidence": {"framework": "tensorflow"}, "fix": "install tensorflow",
-        "speedup": None, "speedup_method": None,
+        "code": "CPU_ONLY_BUILD",
+        "severity": "error",
+        "title": "tensorflow-cpu is CPU-only",
+        "evidence": {"framework": "tensorflow"},
+        "fix": "install tensorflow",
+        "speedup": None,
+        "speedup_method": None,
     }
     env = {"facts": {"schema_version": 1}, "findings": [tf_cpu_only]}
     run = Run(tmp_path / "r.db", duration_s=10, devices=[H100], environment=env)

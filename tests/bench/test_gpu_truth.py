@@ -25,11 +25,20 @@ from gpu_scenarios import SCENARIOS  # noqa: E402
 LIMIT = 16 * 2**20
 
 
-def kit(*args: str, env: dict[str, str] | None = None, timeout: float = 900,
-        ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(KIT), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})},
-                          check=False)
+def kit(
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 900,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(KIT), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +48,12 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     done = kit("capture", "--dry-run", "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = json.loads((out / "manifest-partall.json").read_text())
-    return {"out": out, "archive": out / "gpu-truth-partall.tar.xz", "manifest": manifest,
-            "stdout": done.stdout}
+    return {
+        "out": out,
+        "archive": out / "gpu-truth-partall.tar.xz",
+        "manifest": manifest,
+        "stdout": done.stdout,
+    }
 
 
 @pytest.mark.slow
@@ -63,7 +76,8 @@ def test_the_dry_run_captures_every_scenario_and_its_truth(capture: dict[str, An
 
 @pytest.mark.slow
 def test_the_archive_fits_and_holds_a_recording_report_and_truth_per_run(
-        capture: dict[str, Any]) -> None:
+    capture: dict[str, Any],
+) -> None:
     archive = capture["archive"]
     assert 0 < archive.stat().st_size <= LIMIT
     with tarfile.open(archive) as tar:
@@ -73,8 +87,13 @@ def test_the_archive_fits_and_holds_a_recording_report_and_truth_per_run(
             for suffix in (".gpuwhy.db", ".report.json", ".truth.json"):
                 assert f"{scenario.name}/{run}{suffix}" in names, (scenario.name, run, suffix)
     assert "torch_loader/profile.trace.json.gz" in names
-    assert {"extras/doctor.json", "extras/pytest-gpu.xml", "extras/overhead.md",
-            "extras/sampler_cost.md", "manifest.json"} <= names
+    assert {
+        "extras/doctor.json",
+        "extras/pytest-gpu.xml",
+        "extras/overhead.md",
+        "extras/sampler_cost.md",
+        "manifest.json",
+    } <= names
 
 
 @pytest.mark.slow
@@ -103,20 +122,41 @@ def test_a_failing_scenario_is_recorded_and_the_rest_run(tmp_path: Path) -> None
     broken.mkdir(parents=True)
     (broken / "__init__.py").write_text("raise RuntimeError('a broken torch install')\n")
     out = tmp_path / "out"
-    done = kit("capture", "--dry-run", "--part", "all", "--only", "healthy", "jax_host_input",
-               "--out", str(out), env={"PYTHONPATH": str(broken.parent)})
+    done = kit(
+        "capture",
+        "--dry-run",
+        "--part",
+        "all",
+        "--only",
+        "healthy",
+        "jax_host_input",
+        "--out",
+        str(out),
+        env={"PYTHONPATH": str(broken.parent)},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     runs = {r["name"]: r for r in json.loads((out / "manifest-partall.json").read_text())["runs"]}
     assert runs["healthy/slow-0"]["exit_code"] == 1 and not runs["healthy/slow-0"]["ok"]
     assert "a broken torch install" in runs["healthy/slow-0"]["log_tail"]
-    assert all(runs[f"jax_host_input/{r}"]["exit_code"] == 0
-               for r in ("slow-0", "fixed-0", "profiled"))
+    assert all(
+        runs[f"jax_host_input/{r}"]["exit_code"] == 0 for r in ("slow-0", "fixed-0", "profiled")
+    )
     assert "failed: healthy/slow-0" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_spent_budget_starts_nothing_but_still_writes_the_archive(tmp_path: Path) -> None:
-    done = kit("capture", "--dry-run", "--only", "healthy", "--budget-s", "0", "--out",
-               str(tmp_path), timeout=120)
+    done = kit(
+        "capture",
+        "--dry-run",
+        "--only",
+        "healthy",
+        "--budget-s",
+        "0",
+        "--out",
+        str(tmp_path),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     manifest = json.loads((tmp_path / "manifest-partall.json").read_text())
     assert manifest["runs"] == []
@@ -124,14 +164,17 @@ def test_a_spent_budget_starts_nothing_but_still_writes_the_archive(tmp_path: Pa
     assert (tmp_path / "gpu-truth-partall.tar.xz").is_file()
 
 
-@pytest.mark.parametrize(("args", "fragment"), [
-    (["capture", "--dry-run", "--out", "x", "--only", "nope"], "unknown scenario nope"),
-    (["capture", "--out", "x", "--pairs", "0"], "--pairs must be at least 1"),
-    (["capture", "--part", "9", "--out", "x"], "invalid choice"),
-    (["capture"], "required: --out"),
-    (["unpack", "missing.tar.xz"], "no such archive"),
-    (["frobnicate"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["capture", "--dry-run", "--out", "x", "--only", "nope"], "unknown scenario nope"),
+        (["capture", "--out", "x", "--pairs", "0"], "--pairs must be at least 1"),
+        (["capture", "--part", "9", "--out", "x"], "invalid choice"),
+        (["capture"], "required: --out"),
+        (["unpack", "missing.tar.xz"], "no such archive"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args: list[str], fragment: str) -> None:
     done = kit(*args, timeout=60)
     assert done.returncode == 2

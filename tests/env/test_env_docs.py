@@ -23,7 +23,10 @@ def test_every_code_is_produced_by_a_rule() -> None:
     used = set()
     for path in RULES.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                    and node.value.id == "codes":
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "codes"
+            ):
                 used.add(node.attr)
     assert used == set(codes.ALL)

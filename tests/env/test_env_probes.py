@@ -63,6 +63,7 @@ def test_probes_run_on_an_old_target_interpreter(version: str) -> None:
         assert "No module named" in str(result["import_error"])
 
 
+@pytest.mark.slow
 def test_interpreter_probe_of_the_framework_environments() -> None:
     conflict = _interpreter_facts(framework_env("tf-conflict"))
     dists = conflict["distributions"]
@@ -169,7 +170,8 @@ def test_machine_probe_reads_the_tree(tmp_path: Path) -> None:
 def test_only_relevant_variables_are_recorded() -> None:
     environ = {"CUDA_VISIBLE_DEVICES": "", "HOME": "/root", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
     assert relevant_environment(environ) == {
-        "CUDA_VISIBLE_DEVICES": "", "TF_FORCE_GPU_ALLOW_GROWTH": "true"
+        "CUDA_VISIBLE_DEVICES": "",
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",
     }
 
 
@@ -195,8 +197,15 @@ def test_nvml_on_a_gpu_machine() -> None:
 
 @pytest.mark.parametrize(
     ("code", "status"),
-    [(0, "ok"), (9, "driver_not_loaded"), (12, "library_not_found"),
-     (18, "driver_library_mismatch"), (28, "no_gpu"), (4, "no_permission"), (999, "error")],
+    [
+        (0, "ok"),
+        (9, "driver_not_loaded"),
+        (12, "library_not_found"),
+        (18, "driver_library_mismatch"),
+        (28, "no_gpu"),
+        (4, "no_permission"),
+        (999, "error"),
+    ],
 )
 def test_nvml_return_codes(code: int, status: str) -> None:
     assert nvml_status.classify(code) == status

@@ -45,9 +45,22 @@ def doctor(python: Path | str, tmp_path: Path, **env: str) -> tuple[int, dict[st
     environ = {k: v for k, v in os.environ.items() if k not in RELEVANT_VARIABLES}
     environ.update(env, PYTHONPATH=str(SRC))
     done = subprocess.run(
-        [sys.executable, "-m", "gpuwhy", "doctor", "--python", str(python), "--json",
-         "--timeout", "300"],
-        cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=400,
+        [
+            sys.executable,
+            "-m",
+            "gpuwhy",
+            "doctor",
+            "--python",
+            str(python),
+            "--json",
+            "--timeout",
+            "300",
+        ],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=400,
     )
     assert done.stderr == "", done.stderr
     return done.returncode, json.loads(done.stdout)
@@ -103,7 +116,8 @@ def test_tensorflow_cpu_environment(tmp_path: Path) -> None:
     status, report = doctor(python, tmp_path)
     assert status == 1
     assert codes(report) == [
-        ("CPU_ONLY_BUILD", "error", "tensorflow"), ("NO_DRIVER", "error", None)
+        ("CPU_ONLY_BUILD", "error", "tensorflow"),
+        ("NO_DRIVER", "error", None),
     ]
     _check_no_driver(report)
     cpu = finding(report, "CPU_ONLY_BUILD")
@@ -132,11 +146,14 @@ def test_tensorflow_and_tensorflow_cpu_together(tmp_path: Path) -> None:
     status, report = doctor(python, tmp_path)
     assert status == 1
     # tensorflow was installed last: its CUDA build is what imports, so the conflict is a warning.
-    assert codes(report) == [("NO_DRIVER", "error", None),
-                             ("CONFLICTING_PACKAGES", "warning", "tensorflow")]
+    assert codes(report) == [
+        ("NO_DRIVER", "error", None),
+        ("CONFLICTING_PACKAGES", "warning", "tensorflow"),
+    ]
     conflict = finding(report, "CONFLICTING_PACKAGES")
     assert conflict["evidence"]["distributions"] == {
-        "tensorflow": "2.21.0", "tensorflow-cpu": "2.21.0"
+        "tensorflow": "2.21.0",
+        "tensorflow-cpu": "2.21.0",
     }
     assert conflict["evidence"]["importable_build_is_gpu"] is True
     assert report["facts"]["frameworks"]["tensorflow"]["build_info"]["is_cuda_build"] is True
@@ -162,8 +179,11 @@ def test_cuda_visible_devices_minus_one(tmp_path: Path) -> None:
         ("NO_DRIVER", "error", None),
     ]
     hidden = finding(report, "GPUS_HIDDEN")
-    assert hidden["evidence"] == {"CUDA_VISIBLE_DEVICES": "-1", "first_invalid_entry": "-1",
-                                  "gpus_on_machine": None}
+    assert hidden["evidence"] == {
+        "CUDA_VISIBLE_DEVICES": "-1",
+        "first_invalid_entry": "-1",
+        "gpus_on_machine": None,
+    }
     assert hidden["fix"].startswith("unset CUDA_VISIBLE_DEVICES")
     assert report["facts"]["environment"] == {"CUDA_VISIBLE_DEVICES": "-1"}
     assert "CUDA_VISIBLE_DEVICES='-1' hides every GPU" in report["verdicts"][0]

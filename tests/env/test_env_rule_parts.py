@@ -13,8 +13,14 @@ from gpuwhy.env.rules.visibility import visible_entries
 
 TWO_GPUS = [
     Gpu(0, "A", "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", (8, 0), False),
-    Gpu(1, "B", "GPU-1f3e0c2a-6a51-4b36-9d7e-2f0e8b1c9a11", (8, 0), True,
-        ("MIG-3b0f2c55-8f0e-5a7e-9c1d-4e2b7a6f1d20",)),
+    Gpu(
+        1,
+        "B",
+        "GPU-1f3e0c2a-6a51-4b36-9d7e-2f0e8b1c9a11",
+        (8, 0),
+        True,
+        ("MIG-3b0f2c55-8f0e-5a7e-9c1d-4e2b7a6f1d20",),
+    ),
 ]
 OLD_MIG = "MIG-GPU-1f3e0c2a-6a51-4b36-9d7e-2f0e8b1c9a11/1/0"
 

@@ -149,8 +149,9 @@ def test_native_windows_on_python_3_10_may_also_downgrade() -> None:
 
 
 def test_old_tensorflow_has_no_and_cuda_extra() -> None:
-    [deprecated] = by_code(evaluate(load("constructed-linux-tensorflow-gpu-package.json")),
-                           "DEPRECATED_PACKAGE")
+    [deprecated] = by_code(
+        evaluate(load("constructed-linux-tensorflow-gpu-package.json")), "DEPRECATED_PACKAGE"
+    )
     assert '"tensorflow==2.10.1"' in deprecated.fix and "and-cuda" not in deprecated.fix
     assert "CUDA 11.2 and cuDNN 8.1" in deprecated.fix
 
@@ -200,13 +201,17 @@ def test_an_unexplained_missing_gpu_is_reported_with_the_framework_log() -> None
 def test_an_import_failing_on_a_cuda_library_is_missing_libs_even_without_a_driver() -> None:
     facts = load("captured-linux-docker-no-driver.json")
     facts["frameworks"]["torch"] = {
-        "probe": "ok", "imported": False,
+        "probe": "ok",
+        "imported": False,
         "import_error": "OSError: libcudnn.so.9: cannot open shared object file: No such file",
     }
     findings = evaluate(facts)
     [missing] = by_code(findings, "MISSING_CUDA_LIBS")
-    assert missing.evidence == {"framework": "torch", "missing": ["libcudnn.so.9"],
-                                "import_error": facts["frameworks"]["torch"]["import_error"]}
+    assert missing.evidence == {
+        "framework": "torch",
+        "missing": ["libcudnn.so.9"],
+        "import_error": facts["frameworks"]["torch"]["import_error"],
+    }
     assert "--force-reinstall" in missing.fix
     lines = verdicts(facts, findings)
     assert any(line.startswith("PyTorch 2.13.0+cpu: cannot be imported") for line in lines)
@@ -230,7 +235,16 @@ def test_verdicts_name_the_root_causes_per_framework() -> None:
 
 
 def test_rules_tolerate_a_sparse_facts_document() -> None:
-    sparse = {"kind": "gpuwhy.facts", "schema_version": 1, "system": {}, "environment": {},
-              "nvml": {}, "python": {}, "distributions": {}, "libraries": {}, "frameworks": {}}
+    sparse = {
+        "kind": "gpuwhy.facts",
+        "schema_version": 1,
+        "system": {},
+        "environment": {},
+        "nvml": {},
+        "python": {},
+        "distributions": {},
+        "libraries": {},
+        "frameworks": {},
+    }
     assert evaluate(sparse) == []
     assert verdicts(sparse, []) == ["No TensorFlow, PyTorch or JAX installed in python"]

@@ -17,8 +17,9 @@ from gpuwhy.env.tables import (
 @pytest.mark.parametrize("name", ["cuda_drivers.json", "frameworks.json"])
 def test_every_table_names_its_sources(name: str) -> None:
     table = load_table(name)
-    sources = table.get("sources") or [s for part in table.values() if isinstance(part, dict)
-                                       for s in part.get("sources", [])]
+    sources = table.get("sources") or [
+        s for part in table.values() if isinstance(part, dict) for s in part.get("sources", [])
+    ]
     assert sources and all("http" in s or "whl" in s or "METADATA" in s for s in sources)
 
 
@@ -71,7 +72,11 @@ def test_versions_and_cuda_integers() -> None:
 
 
 def test_tensorflow_build_table() -> None:
-    assert tensorflow_build("2.21.0") == {"version": "2.21", "python": "3.10-3.13",
-                                          "cuda": "12.5", "cudnn": "9.3"}
+    assert tensorflow_build("2.21.0") == {
+        "version": "2.21",
+        "python": "3.10-3.13",
+        "cuda": "12.5",
+        "cudnn": "9.3",
+    }
     assert (tensorflow_build("2.15.1") or {})["cuda"] == "12.2"
     assert tensorflow_build("1.15.0") is None

@@ -39,8 +39,9 @@ def test_a_changed_environment_variable_is_probed_afresh(tmp_path: Path) -> None
     python = str(framework_env("torch-cpu"))
     cache = ProbeCache(tmp_path)
     collect_facts(python, cache=cache, environ={"PATH": "/usr/bin"})
-    hidden = collect_facts(python, cache=cache, environ={"PATH": "/usr/bin",
-                                                          "CUDA_VISIBLE_DEVICES": "-1"})
+    hidden = collect_facts(
+        python, cache=cache, environ={"PATH": "/usr/bin", "CUDA_VISIBLE_DEVICES": "-1"}
+    )
     assert hidden["collected"]["frameworks_cached"] is False
 
 
@@ -54,8 +55,12 @@ def test_a_changed_environment_variable_is_probed_afresh(tmp_path: Path) -> None
     ],
 )
 def test_the_key_covers_what_a_probe_depends_on(change: dict[str, object]) -> None:
-    parts: dict[str, object] = {"interpreter": INTERPRETER, "distributions": DISTRIBUTIONS,
-                                "nvml": NVML, "environment": {}}
+    parts: dict[str, object] = {
+        "interpreter": INTERPRETER,
+        "distributions": DISTRIBUTIONS,
+        "nvml": NVML,
+        "environment": {},
+    }
     base = probe_key(**parts)  # type: ignore[arg-type]
     assert probe_key(**{**parts, **change}) != base  # type: ignore[arg-type]
 

@@ -40,7 +40,7 @@ class Batches(keras.utils.PyDataset):
 
     def __getitem__(self, i: int) -> tuple[object, object]:
         time.sleep(SLEEP_S)
-        return self.x[i * 8:(i + 1) * 8], self.y[i * 8:(i + 1) * 8]
+        return self.x[i * 8 : (i + 1) * 8], self.y[i * 8 : (i + 1) * 8]
 
 
 keras.utils.set_random_seed(0)
@@ -49,11 +49,18 @@ model.compile("sgd", "mse", steps_per_execution=SPE)
 history = model.fit(Batches(6), epochs=2, validation_data=Batches(2), verbose=0)
 model.predict(Batches(3), verbose=0)
 emitter.flush(5.0)
-print(json.dumps({
-    "backend": keras.config.backend(),
-    "loss": history.history["loss"] + history.history["val_loss"],
-    "weights": [w.tolist() for w in model.get_weights()],
-    "spans": [[s.phase, s.kind.name, s.start_ns, s.end_ns, s.step, s.steps]
-              for s in records if isinstance(s, Span)],
-    "events": [[e.kind, e.message] for e in records if isinstance(e, Event)],
-}))
+print(
+    json.dumps(
+        {
+            "backend": keras.config.backend(),
+            "loss": history.history["loss"] + history.history["val_loss"],
+            "weights": [w.tolist() for w in model.get_weights()],
+            "spans": [
+                [s.phase, s.kind.name, s.start_ns, s.end_ns, s.step, s.steps]
+                for s in records
+                if isinstance(s, Span)
+            ],
+            "events": [[e.kind, e.message] for e in records if isinstance(e, Event)],
+        }
+    )
+)

@@ -19,7 +19,10 @@ def test_phases_nest_without_overlap(collected: Collected, clock: FakeClock) -> 
         clock.advance_ms(5)
     phases = collected.spans(SpanKind.PHASE)
     assert [(p.phase, round((p.end_ns - p.start_ns) / 1e6)) for p in phases] == [
-        ("train", 10), ("validation", 3), ("train", 5)]
+        ("train", 10),
+        ("validation", 3),
+        ("train", 5),
+    ]
     for earlier, later in itertools.pairwise(phases):
         assert earlier.end_ns <= later.start_ns
 
@@ -53,8 +56,9 @@ def test_with_step_spans_exactly_its_block(collected: Collected, clock: FakeCloc
     assert durations_ms(collected.spans(SpanKind.STEP, "train")) == [4, 4]
 
 
-def test_step_indices_continue_across_segments_of_a_phase(collected: Collected,
-                                                         clock: FakeClock) -> None:
+def test_step_indices_continue_across_segments_of_a_phase(
+    collected: Collected, clock: FakeClock
+) -> None:
     for _ in range(2):
         with gpuwhy.phase("finetune"):
             for _ in range(3):
@@ -64,8 +68,9 @@ def test_step_indices_continue_across_segments_of_a_phase(collected: Collected,
     assert indices == sorted(set(indices)) and len(indices) == 6
 
 
-def test_a_step_without_a_phase_is_in_an_implicit_train_phase(collected: Collected,
-                                                             clock: FakeClock) -> None:
+def test_a_step_without_a_phase_is_in_an_implicit_train_phase(
+    collected: Collected, clock: FakeClock
+) -> None:
     for _ in range(3):
         with gpuwhy.step():
             clock.advance_ms(2)
@@ -88,8 +93,7 @@ def test_wait_marks_input_wait_of_the_open_step(collected: Collected, clock: Fak
     assert [w.step for w in waits] == [s.step for s in steps]
 
 
-def test_wait_before_the_step_belongs_to_that_step(collected: Collected,
-                                                   clock: FakeClock) -> None:
+def test_wait_before_the_step_belongs_to_that_step(collected: Collected, clock: FakeClock) -> None:
     with gpuwhy.phase("train"):
         for _ in range(2):
             with gpuwhy.wait():
@@ -102,8 +106,7 @@ def test_wait_before_the_step_belongs_to_that_step(collected: Collected,
     assert [w.step for w in waits] == [s.step for s in steps]
 
 
-def test_iterate_times_each_pull_and_defines_steps(collected: Collected,
-                                                   clock: FakeClock) -> None:
+def test_iterate_times_each_pull_and_defines_steps(collected: Collected, clock: FakeClock) -> None:
     def batches():  # type: ignore[no-untyped-def]
         for value in range(3):
             clock.advance_ms(4)  # producing a batch
@@ -119,8 +122,9 @@ def test_iterate_times_each_pull_and_defines_steps(collected: Collected,
     assert durations_ms(collected.spans(SpanKind.STEP, "train")) == [14, 14, 14]
 
 
-def test_iterate_left_early_ends_its_last_step_there(collected: Collected,
-                                                     clock: FakeClock) -> None:
+def test_iterate_left_early_ends_its_last_step_there(
+    collected: Collected, clock: FakeClock
+) -> None:
     with gpuwhy.phase("train"):
         for batch in gpuwhy.iterate(range(10)):
             clock.advance_ms(3)

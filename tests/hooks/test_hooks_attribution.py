@@ -31,19 +31,26 @@ def ms(value: float) -> int:
     return int(value * MS)
 
 
-def step(index: int, start: float, end: float, exec_id: int, prev: int | None, mode: int,
-         hint: int = 1) -> tuple[object, ...]:
+def step(
+    index: int, start: float, end: float, exec_id: int, prev: int | None, mode: int, hint: int = 1
+) -> tuple[object, ...]:
     return (STEP, "train", index, ms(start), ms(end), hint, exec_id, prev, mode)
 
 
 def waits(records: list[Span | Event]) -> list[tuple[float, float, int | None, int]]:
-    return [((s.start_ns) / MS, (s.end_ns) / MS, s.step, s.steps)
-            for s in records if isinstance(s, Span) and s.kind is SpanKind.WAIT]
+    return [
+        ((s.start_ns) / MS, (s.end_ns) / MS, s.step, s.steps)
+        for s in records
+        if isinstance(s, Span) and s.kind is SpanKind.WAIT
+    ]
 
 
 def steps_of(records: list[Span | Event]) -> list[tuple[float, float, int | None, int]]:
-    return [(s.start_ns / MS, s.end_ns / MS, s.step, s.steps)
-            for s in records if isinstance(s, Span) and s.kind is SpanKind.STEP]
+    return [
+        (s.start_ns / MS, s.end_ns / MS, s.step, s.steps)
+        for s in records
+        if isinstance(s, Span) and s.kind is SpanKind.STEP
+    ]
 
 
 def test_phase_records_become_phase_spans_at_once() -> None:
@@ -93,8 +100,9 @@ def test_first_pull_waits_only_after_the_previous_execution_finished() -> None:
 def test_a_step_waits_for_its_predecessors_completion_stamp_then_resolves() -> None:
     attributor = Attributor(hold_ns=ms(2000))
     mode = SRC_HOST | EXPECT_DONE
-    first = attributor.feed([(PULL, 2, ms(1), ms(10), 0), step(1, 1, 11, 2, 1, mode)], [], ms(12),
-                            PID)
+    first = attributor.feed(
+        [(PULL, 2, ms(1), ms(10), 0), step(1, 1, 11, 2, 1, mode)], [], ms(12), PID
+    )
     assert first == []  # held: execution 1's completion has not arrived
     later = attributor.feed([(DONE, 1, ms(3)), (DONE, 2, ms(12))], [], ms(13), PID)
     assert waits(later) == [(3, 10, 1, 1)]
@@ -103,8 +111,10 @@ def test_a_step_waits_for_its_predecessors_completion_stamp_then_resolves() -> N
 def test_a_held_step_is_resolved_without_the_stamp_after_the_hold() -> None:
     attributor = Attributor(hold_ns=ms(100))
     mode = SRC_HOST | EXPECT_DONE
-    assert attributor.feed([(PULL, 2, ms(1), ms(10), 0), step(1, 1, 11, 2, 1, mode)], [], ms(11),
-                           PID) == []
+    assert (
+        attributor.feed([(PULL, 2, ms(1), ms(10), 0), step(1, 1, 11, 2, 1, mode)], [], ms(11), PID)
+        == []
+    )
     out = attributor.feed([], [], ms(200), PID)
     assert waits(out) == [(1, 10, 1, 1)]  # no stamp: the whole pull is taken as waiting
 
@@ -113,8 +123,10 @@ def test_in_graph_pulls_are_matched_to_steps_by_time() -> None:
     # TensorFlow, steps_per_execution=1: each execution pulls one batch inside the function.
     mode = SRC_GRAPH | EXPECT_DONE | OVERLAP
     items = [
-        step(0, 0, 10, 1, None, mode), (DONE, 1, ms(9)),
-        step(1, 10, 20, 2, 1, mode), (DONE, 2, ms(19)),
+        step(0, 0, 10, 1, None, mode),
+        (DONE, 1, ms(9)),
+        step(1, 10, 20, 2, 1, mode),
+        (DONE, 2, ms(19)),
     ]
     graph_pulls = [(ms(-5), ms(-4)), (ms(0.5), ms(3.5)), (ms(10.5), ms(11))]  # -5: a build peek
     out = Attributor().feed(items, graph_pulls, ms(20), PID)
@@ -124,8 +136,12 @@ def test_in_graph_pulls_are_matched_to_steps_by_time() -> None:
 def test_pulls_after_the_last_closed_step_wait_for_their_step() -> None:
     attributor = Attributor()
     mode = SRC_GRAPH | EXPECT_DONE | OVERLAP
-    out = attributor.feed([step(0, 0, 10, 1, None, mode), (DONE, 1, ms(9))],
-                          [(ms(1), ms(2)), (ms(11), ms(13))], ms(12), PID)
+    out = attributor.feed(
+        [step(0, 0, 10, 1, None, mode), (DONE, 1, ms(9))],
+        [(ms(1), ms(2)), (ms(11), ms(13))],
+        ms(12),
+        PID,
+    )
     assert waits(out) == [(1, 2, 0, 1)]
     out = attributor.feed([step(1, 10, 20, 2, 1, mode), (DONE, 2, ms(19))], [], ms(21), PID)
     assert waits(out) == [(11, 13, 1, 1)]
@@ -137,8 +153,9 @@ def test_overlapped_pulls_count_only_past_the_previous_compute() -> None:
     # Execution: pulls (0,12) (12,24) (24,36) (36,48); last compute 48..54; returned at 54.
     mode = SRC_GRAPH | EXPECT_DONE | OVERLAP
     pulls = [(ms(0), ms(12)), (ms(12), ms(24)), (ms(24), ms(36)), (ms(36), ms(48))]
-    out = Attributor().feed([step(0, 0, 55, 1, None, mode, hint=4), (DONE, 1, ms(54))], pulls,
-                            ms(60), PID)
+    out = Attributor().feed(
+        [step(0, 0, 55, 1, None, mode, hint=4), (DONE, 1, ms(54))], pulls, ms(60), PID
+    )
     # c = min(54 - 48, (54 - 36) / 2) = 6; waits: 12 + 3 * (12 - 6) = 30 ms, ending at 48.
     assert waits(out) == [(18, 48, 0, 4)]
     assert steps_of(out) == [(0, 55, 0, 4)]
@@ -149,8 +166,9 @@ def test_overlapped_pulls_of_a_fast_pipeline_wait_nothing() -> None:
     # and the loop asks for batch k+1 when compute k starts (0.1, 6.1, 12.1).
     mode = SRC_GRAPH | EXPECT_DONE | OVERLAP
     pulls = [(ms(t), ms(t + 0.1)) for t in (0, 0.1, 6.1, 12.1)]
-    out = Attributor().feed([step(0, 0, 25, 1, None, mode, hint=4), (DONE, 1, ms(24.1))], pulls,
-                            ms(30), PID)
+    out = Attributor().feed(
+        [step(0, 0, 25, 1, None, mode, hint=4), (DONE, 1, ms(24.1))], pulls, ms(30), PID
+    )
     # c = min(24.1 - 12.2, (24.1 - 12.1) / 2) = 6: only the first pull's 0.1 ms waited.
     assert [(round(a, 3), round(b, 3), i, n) for a, b, i, n in waits(out)] == [(12.1, 12.2, 0, 4)]
 
@@ -159,8 +177,9 @@ def test_pulls_made_before_the_compiled_call_all_wait() -> None:
     # TensorFlow predict: the batches are fetched in Python, then the function runs.
     mode = SRC_GRAPH | EXPECT_DONE
     pulls = [(ms(0), ms(5)), (ms(5), ms(10))]
-    out = Attributor().feed([step(0, 0, 20, 1, None, mode, hint=2), (DONE, 1, ms(19))], pulls,
-                            ms(20), PID)
+    out = Attributor().feed(
+        [step(0, 0, 20, 1, None, mode, hint=2), (DONE, 1, ms(19))], pulls, ms(20), PID
+    )
     assert waits(out) == [(0, 10, 0, 2)]
 
 
@@ -168,15 +187,20 @@ def test_the_partial_last_execution_reports_the_steps_it_ran() -> None:
     # steps_per_execution=4 over 10 batches: the last execution runs 2 (Keras says 4).
     mode = SRC_GRAPH | EXPECT_DONE | OVERLAP
     pulls = [(ms(0), ms(1)), (ms(4), ms(5))]
-    out = Attributor().feed([step(8, 0, 9, 1, None, mode | LAST, hint=4), (DONE, 1, ms(8))],
-                            pulls, ms(10), PID)
+    out = Attributor().feed(
+        [step(8, 0, 9, 1, None, mode | LAST, hint=4), (DONE, 1, ms(8))], pulls, ms(10), PID
+    )
     assert steps_of(out) == [(0, 8, 8, 2)]  # ended with its results, not at epoch-end work
 
 
 def test_done_keeps_the_earliest_stamp() -> None:
     mode = SRC_HOST | EXPECT_DONE
-    items = [(PULL, 2, ms(10), ms(14), 0), step(1, 10, 20, 2, 1, mode),
-             (DONE, 1, ms(12)), (DONE, 1, ms(9))]  # function return, then batch-end hook
+    items = [
+        (PULL, 2, ms(10), ms(14), 0),
+        step(1, 10, 20, 2, 1, mode),
+        (DONE, 1, ms(12)),
+        (DONE, 1, ms(9)),
+    ]  # function return, then batch-end hook
     assert waits(Attributor().feed(items, [], ms(30), PID)) == [(10, 14, 1, 1)]
 
 
@@ -192,8 +216,10 @@ def test_unknown_compute_time_gives_no_wait_and_one_event() -> None:
 def test_finish_releases_held_steps() -> None:
     attributor = Attributor()
     mode = SRC_HOST | EXPECT_DONE
-    assert attributor.feed([(PULL, 2, ms(1), ms(3), 0), step(1, 1, 5, 2, 1, mode)], [], ms(5),
-                           PID) == []
+    assert (
+        attributor.feed([(PULL, 2, ms(1), ms(3), 0), step(1, 1, 5, 2, 1, mode)], [], ms(5), PID)
+        == []
+    )
     assert waits(attributor.finish(PID)) == [(1, 3, 1, 1)]
 
 
@@ -201,14 +227,39 @@ def test_readiness_checks_decide_the_first_pull() -> None:
     # Asynchronous device with a readiness check around each pull (JAX is_ready, CUDA event).
     mode = SRC_HOST | EXPECT_DONE
     late_stamp = (DONE, 1, ms(30))  # the completion stamp came late (a busy callback thread)
-    idle = Attributor().feed([(PULL, 2, ms(1), ms(10), CHECKED), step(1, 1, 11, 2, 1, mode),
-                              late_stamp, (DONE, 2, ms(40))], [], ms(40), PID)
+    idle = Attributor().feed(
+        [
+            (PULL, 2, ms(1), ms(10), CHECKED),
+            step(1, 1, 11, 2, 1, mode),
+            late_stamp,
+            (DONE, 2, ms(40)),
+        ],
+        [],
+        ms(40),
+        PID,
+    )
     assert waits(idle) == [(1, 10, 1, 1)]  # idle when asked: the whole pull waited
     hidden = Attributor().feed(
-        [(PULL, 2, ms(1), ms(10), CHECKED | BUSY_AT_REQUEST | BUSY_AT_DELIVERY),
-         step(1, 1, 11, 2, 1, mode), (DONE, 1, ms(12)), (DONE, 2, ms(40))], [], ms(40), PID)
+        [
+            (PULL, 2, ms(1), ms(10), CHECKED | BUSY_AT_REQUEST | BUSY_AT_DELIVERY),
+            step(1, 1, 11, 2, 1, mode),
+            (DONE, 1, ms(12)),
+            (DONE, 2, ms(40)),
+        ],
+        [],
+        ms(40),
+        PID,
+    )
     assert waits(hidden) == [(10, 10, 1, 1)]  # busy throughout: nothing waited
     finished = Attributor().feed(
-        [(PULL, 2, ms(1), ms(10), CHECKED | BUSY_AT_REQUEST), step(1, 1, 11, 2, 1, mode),
-         (DONE, 1, ms(4)), (DONE, 2, ms(40))], [], ms(40), PID)
+        [
+            (PULL, 2, ms(1), ms(10), CHECKED | BUSY_AT_REQUEST),
+            step(1, 1, 11, 2, 1, mode),
+            (DONE, 1, ms(4)),
+            (DONE, 2, ms(40)),
+        ],
+        [],
+        ms(40),
+        PID,
+    )
     assert waits(finished) == [(4, 10, 1, 1)]  # finished during the pull, at its stamp

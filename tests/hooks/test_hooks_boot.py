@@ -39,18 +39,34 @@ print(json.dumps(result))
 """
 
 
-def run_child(tmp_path: Path, *, env_extra: dict[str, str], python: str = REPO_PYTHON,
-              args: tuple[str, ...] = ()) -> dict[str, object]:
+def run_child(
+    tmp_path: Path,
+    *,
+    env_extra: dict[str, str],
+    python: str = REPO_PYTHON,
+    args: tuple[str, ...] = (),
+) -> dict[str, object]:
     user_dir = tmp_path / "user"
     user_dir.mkdir(exist_ok=True)
     (user_dir / "sitecustomize.py").write_text(USER_SITECUSTOMIZE)
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUWHY")}
-    env.update({"PYTHONPATH": os.pathsep.join([str(BOOT), str(user_dir)]),
-                "TF_CPP_MIN_LOG_LEVEL": "3", **env_extra})
-    done = subprocess.run([python, str(script), *args], env=env, capture_output=True,
-                          text=True, timeout=300, cwd=tmp_path)
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join([str(BOOT), str(user_dir)]),
+            "TF_CPP_MIN_LOG_LEVEL": "3",
+            **env_extra,
+        }
+    )
+    done = subprocess.run(
+        [python, str(script), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -64,8 +80,9 @@ def test_the_users_sitecustomize_still_runs_and_nothing_loads_early(tmp_path: Pa
 
 
 def test_gpuwhy_boot_0_installs_nothing(tmp_path: Path) -> None:
-    out = run_child(tmp_path, env_extra={"GPUWHY_SOCKET": str(tmp_path / "none.sock"),
-                                         "GPUWHY_BOOT": "0"})
+    out = run_child(
+        tmp_path, env_extra={"GPUWHY_SOCKET": str(tmp_path / "none.sock"), "GPUWHY_BOOT": "0"}
+    )
     assert out["user"] == "yes"
     assert "_BootFinder" not in out["finders"]  # type: ignore[operator]
 
@@ -78,8 +95,9 @@ def test_without_a_socket_the_boot_does_nothing(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_watched_import_loads_this_gpuwhy_and_patches(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    out = run_child(tmp_path, env_extra={"GPUWHY_SOCKET": str(tmp_path / "none.sock")},
-                    args=("torch",))
+    out = run_child(
+        tmp_path, env_extra={"GPUWHY_SOCKET": str(tmp_path / "none.sock")}, args=("torch",)
+    )
     assert out["gpuwhy_file"] == str(BOOT.parents[1] / "__init__.py")
     assert "PostImportFinder" in out["finders_after"]  # type: ignore[operator]
     assert "_BootFinder" not in out["finders_after"]  # type: ignore[operator]
@@ -89,16 +107,22 @@ def test_a_job_interpreter_without_gpuwhy_still_boots(tmp_path: Path) -> None:
     from support import framework_env
 
     bare = framework_env("bare")  # a venv with nothing installed: no gpuwhy either
-    out = run_child(tmp_path, env_extra={"GPUWHY_SOCKET": str(tmp_path / "none.sock")},
-                    python=str(bare))
+    out = run_child(
+        tmp_path, env_extra={"GPUWHY_SOCKET": str(tmp_path / "none.sock")}, python=str(bare)
+    )
     assert out["user"] == "yes" and "_BootFinder" in out["finders"]  # type: ignore[operator]
 
 
 def test_boot_costs_a_few_milliseconds_at_most(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUWHY")}
     env.update({"PYTHONPATH": str(BOOT), "GPUWHY_SOCKET": str(tmp_path / "none.sock")})
-    done = subprocess.run([REPO_PYTHON, "-X", "importtime", "-c", "pass"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [REPO_PYTHON, "-X", "importtime", "-c", "pass"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     lines = [line for line in done.stderr.splitlines() if line.rstrip().endswith("sitecustomize")]
     assert lines, done.stderr[-2000:]
     cumulative_us = int(lines[-1].split("|")[1])
@@ -131,8 +155,9 @@ def test_a_job_in_another_venv_sends_its_spans_to_the_socket(tmp_path: Path) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUWHY")}
     env.update({"PYTHONPATH": str(BOOT), "GPUWHY_SOCKET": server.path})
     try:
-        done = subprocess.run([str(python), str(script)], env=env, capture_output=True,
-                              text=True, timeout=300)
+        done = subprocess.run(
+            [str(python), str(script)], env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr
         records = server.wait_for(10)
     finally:

@@ -48,8 +48,9 @@ def test_a_failing_sink_never_reaches_the_caller() -> None:
     emitter.configure(None)
 
 
-def test_records_beyond_the_bound_are_dropped_and_counted(monkeypatch: pytest.MonkeyPatch,
-                                                         collected: Collected) -> None:
+def test_records_beyond_the_bound_are_dropped_and_counted(
+    monkeypatch: pytest.MonkeyPatch, collected: Collected
+) -> None:
     monkeypatch.setattr(emitter, "MAX_PENDING", 3)
     emitter.flush()
     with emitter._lock:  # hold the flusher off while filling the buffer

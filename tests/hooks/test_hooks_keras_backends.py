@@ -16,10 +16,15 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def run_job(backend: str, *args: str) -> dict[str, object]:
-    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3",
-               PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, str(JOB), *args], env=env, capture_output=True,
-                          text=True, timeout=600)
+    env = dict(
+        os.environ,
+        KERAS_BACKEND=backend,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    )
+    done = subprocess.run(
+        [sys.executable, str(JOB), *args], env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -29,8 +34,10 @@ def kinds(result: dict[str, object]) -> Counter[tuple[str, str]]:
 
 
 def durations_ms(result: dict[str, object], phase: str, kind: str) -> list[float]:
-    spans = sorted((s for s in result["spans"] if s[0] == phase and s[1] == kind),  # type: ignore[attr-defined]
-                   key=lambda s: s[2])
+    spans = sorted(
+        (s for s in result["spans"] if s[0] == phase and s[1] == kind),  # type: ignore[attr-defined]
+        key=lambda s: s[2],
+    )
     return [(s[3] - s[2]) / 1e6 for s in spans]
 
 
@@ -58,8 +65,10 @@ def test_fit_and_predict_emit_phases_steps_and_waits(backend: str) -> None:
 def test_jax_steps_per_execution_spans_cover_their_steps() -> None:
     pytest.importorskip("jax")
     result = run_job("jax", "4", "0.002")
-    train = sorted((s for s in result["spans"] if s[0] == "train" and s[1] == "STEP"),  # type: ignore[attr-defined]
-                   key=lambda s: s[2])
+    train = sorted(
+        (s for s in result["spans"] if s[0] == "train" and s[1] == "STEP"),  # type: ignore[attr-defined]
+        key=lambda s: s[2],
+    )
     assert [s[5] for s in train] == [4, 2, 4, 2]  # 6 batches per epoch, 4 per execution
 
 

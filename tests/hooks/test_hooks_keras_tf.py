@@ -15,6 +15,7 @@ from gpuwhy.model import SpanKind
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
+pytestmark = pytest.mark.slow  # every test trains a Keras model
 if keras.config.backend() != "tensorflow":  # pragma: no cover - other backends: subprocess tests
     pytest.skip("Keras runs on another backend in this process", allow_module_level=True)
 
@@ -27,6 +28,7 @@ def data(batches: int, *, sleep_s: float = 0.0, seed: int = 0, serial: bool = Fa
     y = (x.sum(axis=1, keepdims=True) > 0).astype("float32")
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
     if sleep_s:
+
         def slow(a: Any, b: Any) -> Any:
             def nap(v: Any) -> Any:
                 time.sleep(sleep_s)
@@ -46,8 +48,13 @@ def data(batches: int, *, sleep_s: float = 0.0, seed: int = 0, serial: bool = Fa
 
 def model(steps_per_execution: int = 1) -> Any:
     keras.utils.set_random_seed(0)
-    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
-                          keras.layers.Dense(1, activation="sigmoid")])
+    m = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.Dense(8, activation="relu"),
+            keras.layers.Dense(1, activation="sigmoid"),
+        ]
+    )
     m.compile("adam", "binary_crossentropy", steps_per_execution=steps_per_execution)
     return m
 
@@ -67,17 +74,22 @@ def test_fit_evaluate_predict_emit_their_phases_and_steps(hooks: Collected) -> N
     m.fit(data(5), epochs=2, validation_data=data(2, seed=1), verbose=0, shuffle=False)
     m.evaluate(data(3), verbose=0)
     m.predict(data(2), verbose=0)
-    assert counts(hooks) == {"train": (10, 10, 10), "validation": (4, 4, 4),
-                             "evaluate": (3, 3, 3), "predict": (2, 2, 2)}
+    assert counts(hooks) == {
+        "train": (10, 10, 10),
+        "validation": (4, 4, 4),
+        "evaluate": (3, 3, 3),
+        "predict": (2, 2, 2),
+    }
     names = [p.phase for p in hooks.spans(SpanKind.PHASE)]
-    assert names == ["train", "validation", "train", "validation", "train", "evaluate",
-                     "predict"]
+    assert names == ["train", "validation", "train", "validation", "train", "evaluate", "predict"]
     phases = hooks.spans(SpanKind.PHASE)
     for earlier, later in itertools.pairwise(phases):
         assert earlier.end_ns <= later.start_ns  # phases of a thread never overlap
     for span in hooks.spans(SpanKind.STEP):  # every step lies inside a phase of its name
-        assert any(p.phase == span.phase and p.start_ns <= span.start_ns
-                   and span.end_ns <= p.end_ns for p in phases)
+        assert any(
+            p.phase == span.phase and p.start_ns <= span.start_ns and span.end_ns <= p.end_ns
+            for p in phases
+        )
     train = hooks.spans(SpanKind.STEP, "train")
     first = train[0].step or 0  # indices are per process and phase name: they continue
     assert [s.step for s in train] == list(range(first, first + 10))
@@ -109,18 +121,19 @@ def test_a_callback_the_user_added_is_not_added_twice(hooks: Collected) -> None:
 
     m = model()
     callback = gpuwhy.KerasCallback()
-    m.fit(data(3), epochs=1, validation_data=data(1), callbacks=[callback], verbose=0,
-          shuffle=False)
+    m.fit(
+        data(3), epochs=1, validation_data=data(1), callbacks=[callback], verbose=0, shuffle=False
+    )
     assert counts(hooks)["train"] == (3, 3, 3) and counts(hooks)["validation"] == (1, 1, 1)
     assert len(hooks.spans(SpanKind.PHASE, "train")) == 2
 
 
 def test_without_auto_instrumentation_the_callback_alone_records_phases(
-        collected: Collected) -> None:
+    collected: Collected,
+) -> None:
     import gpuwhy
 
-    model().fit(data(3), epochs=1, callbacks=[gpuwhy.KerasCallback()], verbose=0,
-                shuffle=False)
+    model().fit(data(3), epochs=1, callbacks=[gpuwhy.KerasCallback()], verbose=0, shuffle=False)
     assert len(collected.spans(SpanKind.STEP, "train")) == 3
 
 
@@ -129,11 +142,14 @@ def test_training_results_are_the_same_with_and_without_hooks(collected: Collect
 
     def train() -> tuple[list[float], list[Any]]:
         m = model(steps_per_execution=2)
-        history = m.fit(data(6), epochs=2, validation_data=data(2, seed=1), verbose=0,
-                        shuffle=False)
+        history = m.fit(
+            data(6), epochs=2, validation_data=data(2, seed=1), verbose=0, shuffle=False
+        )
         predictions = m.predict(data(2, seed=2), verbose=0)
-        return history.history["loss"] + history.history["val_loss"], [*m.get_weights(),
-                                                                      predictions]
+        return history.history["loss"] + history.history["val_loss"], [
+            *m.get_weights(),
+            predictions,
+        ]
 
     plain_losses, plain_arrays = train()
     auto.install({})
@@ -160,7 +176,8 @@ def test_a_failing_sink_does_not_touch_training(hooks: Collected) -> None:
 
 
 def test_a_failing_hook_is_reported_once_and_training_goes_on(
-        hooks: Collected, monkeypatch: pytest.MonkeyPatch) -> None:
+    hooks: Collected, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def broken(*args: object, **kwargs: object) -> int:
         raise ValueError("bug in a hook")
 

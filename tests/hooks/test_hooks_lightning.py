@@ -9,6 +9,7 @@ from gpuwhy.model import SpanKind
 
 lightning = pytest.importorskip("lightning.pytorch")
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # every test trains with Lightning
 
 
 class Tiny(lightning.LightningModule):  # type: ignore[misc, name-defined]
@@ -34,8 +35,13 @@ def loader() -> object:
 
 
 def test_trainer_gets_the_callback_and_emits_phases_and_steps(hooks: Collected) -> None:
-    trainer = lightning.Trainer(max_epochs=1, logger=False, enable_checkpointing=False,
-                                enable_progress_bar=False, num_sanity_val_steps=0)
+    trainer = lightning.Trainer(
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        num_sanity_val_steps=0,
+    )
     trainer.fit(Tiny(), loader(), loader())
     assert len(hooks.spans(SpanKind.STEP, "train")) == 4
     assert len(hooks.spans(SpanKind.WAIT, "train")) == 4

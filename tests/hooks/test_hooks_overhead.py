@@ -37,6 +37,7 @@ def test_emit_is_an_append(collected: Collected) -> None:
     assert ns < 2_000
 
 
+@pytest.mark.slow
 def test_keras_batch_hooks_cost_microseconds(collected: Collected) -> None:
     pytest.importorskip("keras")
     from gpuwhy.hooks import keras_hooks
@@ -55,6 +56,7 @@ def test_keras_batch_hooks_cost_microseconds(collected: Collected) -> None:
     assert ns < 50_000
 
 
+@pytest.mark.slow
 def test_the_tf_data_probe_costs_tens_of_microseconds_per_batch() -> None:
     tf = pytest.importorskip("tensorflow")
     from gpuwhy.hooks import tfdata_wait
@@ -89,12 +91,15 @@ def test_the_tf_data_probe_costs_tens_of_microseconds_per_batch() -> None:
         return best
 
     plain, probed = per_batch_us(data), per_batch_us(wrapped)
-    print(f"\ntf.data probe: {probed - plain:.1f} us per batch ({plain:.1f} -> {probed:.1f}); "
-          f"iterator {per_iterator_ms(data):.1f} -> {per_iterator_ms(wrapped):.1f} ms")
+    print(
+        f"\ntf.data probe: {probed - plain:.1f} us per batch ({plain:.1f} -> {probed:.1f}); "
+        f"iterator {per_iterator_ms(data):.1f} -> {per_iterator_ms(wrapped):.1f} ms"
+    )
     assert probed - plain < 500
     assert per_iterator_ms(wrapped) < 200
 
 
+@pytest.mark.slow
 def test_a_wrapped_torch_read_costs_a_fraction_of_a_microsecond(collected: Collected) -> None:
     torch = pytest.importorskip("torch")
     scalar = torch.tensor(2.5)

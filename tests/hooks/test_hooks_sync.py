@@ -32,7 +32,8 @@ def sync_events(collected: Collected) -> dict[str, tuple[int, int]]:
 
 
 def test_syncs_are_counted_per_step_and_sent_as_one_event_per_phase(
-        collected: Collected, clock: FakeClock) -> None:
+    collected: Collected, clock: FakeClock
+) -> None:
     with api.phase("train"):
         for syncs in (2, 0, 1, 3):
             with api.step():
@@ -54,15 +55,20 @@ def test_counts_wait_for_their_interval_unless_flushed() -> None:
     assert attributor.feed([sync], [], now_ns=100, pid=7) == []
     assert attributor.feed([sync], [], now_ns=5_000, pid=7) == []
     [event] = attributor.feed([sync], [], now_ns=10_100, pid=7)
-    assert event.kind == "sync" and event.data == {"phase": "train", "count": 6, "steps": 3,
-                                                   "pid": 7}
+    assert event.kind == "sync" and event.data == {
+        "phase": "train",
+        "count": 6,
+        "steps": 3,
+        "pid": 7,
+    }
     assert attributor.feed([sync], [], now_ns=10_200, pid=7, counts=True)[0].data["count"] == 2
     attributor.feed([sync], [], now_ns=10_300, pid=7)
     assert [e.data["count"] for e in attributor.finish(7) if e.kind == "sync"] == [2]
 
 
-def test_the_syncs_of_a_step_dropped_at_exit_stay_in_its_phase(collected: Collected,
-                                                                clock: FakeClock) -> None:
+def test_the_syncs_of_a_step_dropped_at_exit_stay_in_its_phase(
+    collected: Collected, clock: FakeClock
+) -> None:
     api.step()  # a plain step in an implicit "train" phase, never ended
     clock.advance_ms(5)
     api.step()
@@ -75,27 +81,44 @@ def test_the_syncs_of_a_step_dropped_at_exit_stay_in_its_phase(collected: Collec
 
 # ------------------------------------------------------------------------- torch
 
+
 def _torch() -> Any:
     return pytest.importorskip("torch")
 
 
+@pytest.mark.slow
 def test_torch_wrappers_are_transparent_and_undone(collected: Collected) -> None:
     torch = _torch()
-    originals = {name: getattr(torch.Tensor, name)
-                 for name in (*sync_counting.TORCH_HOST_READS, "cpu", "to")}
+    originals = {
+        name: getattr(torch.Tensor, name) for name in (*sync_counting.TORCH_HOST_READS, "cpu", "to")
+    }
     synchronize = torch.cuda.synchronize
     scalar, vector = torch.tensor(2.5), torch.arange(6.0).reshape(2, 3)
     index = torch.tensor(3)
 
     def reads() -> list[Any]:
-        return [scalar.item(), vector.tolist(), float(scalar), int(scalar), bool(scalar),
-                [10, 11, 12, 13][index], f"{scalar:.2f}", str(vector), vector.cpu() is vector,
-                vector.to(torch.float64).dtype, vector.to("cpu") is vector]
+        return [
+            scalar.item(),
+            vector.tolist(),
+            float(scalar),
+            int(scalar),
+            bool(scalar),
+            [10, 11, 12, 13][index],
+            f"{scalar:.2f}",
+            str(vector),
+            vector.cpu() is vector,
+            vector.to(torch.float64).dtype,
+            vector.to("cpu") is vector,
+        ]
 
     def errors() -> list[str]:
         found = []
-        for call in (vector.item, functools.partial(bool, vector), functools.partial(float, vector),
-                     functools.partial(vector.to, "no-such-device")):
+        for call in (
+            vector.item,
+            functools.partial(bool, vector),
+            functools.partial(float, vector),
+            functools.partial(vector.to, "no-such-device"),
+        ):
             try:
                 call()
             except Exception as error:  # the same type and message, with or without gpuwhy
@@ -120,6 +143,7 @@ def test_torch_wrappers_are_transparent_and_undone(collected: Collected) -> None
     assert torch.cuda.synchronize is synchronize
 
 
+@pytest.mark.slow
 def test_a_torch_loop_on_the_cpu_counts_no_sync(hooks: Collected) -> None:
     torch = _torch()
     torch.manual_seed(0)
@@ -165,6 +189,7 @@ def test_torch_compile_gives_the_same_results_under_the_wrappers(collected: Coll
 
 
 @pytest.mark.gpu
+@pytest.mark.slow
 def test_device_reads_in_a_torch_loop_are_counted_per_step(hooks: Collected) -> None:
     torch = _torch()
     if not torch.cuda.is_available():
@@ -190,6 +215,7 @@ def test_device_reads_in_a_torch_loop_are_counted_per_step(hooks: Collected) -> 
 # ------------------------------------------------------------------------- TensorFlow
 
 
+@pytest.mark.slow
 def test_tensorflow_reads_are_transparent_and_not_counted_on_the_cpu(hooks: Collected) -> None:
     tf = pytest.importorskip("tensorflow")
     from tensorflow.python.framework import ops
@@ -200,8 +226,15 @@ def test_tensorflow_reads_are_transparent_and_not_counted_on_the_cpu(hooks: Coll
     seen = []
     for batch in dataset:
         total.assign_add(tf.reduce_sum(batch))
-        seen.append((float(total), total.numpy().item(), int(batch[0]), bool(batch[0] >= 0),
-                     f"{total.read_value():.1f}"))
+        seen.append(
+            (
+                float(total),
+                total.numpy().item(),
+                int(batch[0]),
+                bool(batch[0] >= 0),
+                f"{total.read_value():.1f}",
+            )
+        )
     assert seen[-1] == (28.0, 28.0, 6, True, "28.0")
     assert len(hooks.spans(SpanKind.STEP, "train")) == 4
     assert hooks.events("sync") == []

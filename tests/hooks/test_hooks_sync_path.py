@@ -51,9 +51,26 @@ def job_python() -> str:
 def gpuwhy_run(tmp_path: Path, *command: str) -> Path:
     record = tmp_path / "job.gpuwhy.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run([sys.executable, "-m", "gpuwhy", "run", "--quiet", "--record",
-                           str(record), "--json", str(tmp_path / "job.json"), "--", *command],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuwhy",
+            "run",
+            "--quiet",
+            "--record",
+            str(record),
+            "--json",
+            str(tmp_path / "job.json"),
+            "--",
+            *command,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return record
 
@@ -71,16 +88,35 @@ def test_counted_syncs_reach_the_rule_through_a_real_recording(tmp_path: Path) -
     # The same spans and events, beside CONSTRUCTED GPU samples: a GPU 30 % busy in training.
     start_ns = min(s.start_ns for s in spans)
     end_ns = max(s.end_ns for s in spans)
-    run = Run(tmp_path / "with-gpu.db", duration_s=(end_ns - start_ns) / 1e9 + 1,
-              devices=[H100], environment=GPU_OK_ENV)
+    run = Run(
+        tmp_path / "with-gpu.db",
+        duration_s=(end_ns - start_ns) / 1e9 + 1,
+        devices=[H100],
+        environment=GPU_OK_ENV,
+    )
     for span in spans:
-        run.writer.put(Span(span.phase, span.kind, span.start_ns - start_ns + 500_000_000,
-                            span.end_ns - start_ns + 500_000_000, span.step, span.steps))
+        run.writer.put(
+            Span(
+                span.phase,
+                span.kind,
+                span.start_ns - start_ns + 500_000_000,
+                span.end_ns - start_ns + 500_000_000,
+                span.step,
+                span.steps,
+            )
+        )
     for event in events:
-        run.writer.put(Event(max(0, event.t_ns - start_ns), event.kind, event.message,
-                             dict(event.data)))
-    run.gpu(0, 0.5, 0.5 + (end_ns - start_ns) / 1e9, every_s=0.02, util_gpu_pct=30,
-            job_memory_bytes=2**30)
+        run.writer.put(
+            Event(max(0, event.t_ns - start_ns), event.kind, event.message, dict(event.data))
+        )
+    run.gpu(
+        0,
+        0.5,
+        0.5 + (end_ns - start_ns) / 1e9,
+        every_s=0.02,
+        util_gpu_pct=30,
+        job_memory_bytes=2**30,
+    )
     with run.close() as recording:
         diagnosis = diagnose(recording)
     finding = next(f for f in diagnosis.findings if f.code in ("SYNC_BOUND", "HOST_BOUND"))
@@ -94,7 +130,8 @@ def test_counted_syncs_reach_the_rule_through_a_real_recording(tmp_path: Path) -
 def test_a_torch_job_that_reads_its_loss_every_step_is_sync_bound(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     script = tmp_path / "item_every_step.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import torch
         device = torch.device("cuda")
         data = torch.utils.data.TensorDataset(torch.randn(4096, 64), torch.randn(4096, 1))
@@ -110,7 +147,8 @@ def test_a_torch_job_that_reads_its_loss_every_step_is_sync_bound(tmp_path: Path
                 loss.backward()
                 optimizer.step()
                 print(f"{loss.item():.4f}", end="\\r")
-    """))
+    """)
+    )
     record = gpuwhy_run(tmp_path, sys.executable, str(script))
     with Recording.open(record) as recording:
         syncs = [e for e in recording.events() if e.kind == "sync"]

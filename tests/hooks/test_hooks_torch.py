@@ -13,6 +13,7 @@ import gpuwhy
 from gpuwhy.model import SpanKind
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # every test runs a torch training loop
 
 
 class SlowData(torch.utils.data.Dataset):  # type: ignore[misc]
@@ -79,7 +80,7 @@ def test_results_are_the_same_with_and_without_hooks(collected: Collected) -> No
 
 def test_optimizer_steps_define_steps_without_a_dataloader(hooks: Collected) -> None:
     data = SlowData()
-    batches = [(data.x[i:i + 4], data.y[i:i + 4]) for i in range(0, 16, 4)]
+    batches = [(data.x[i : i + 4], data.y[i : i + 4]) for i in range(0, 16, 4)]
     train(batches, epochs=1)
     steps = hooks.spans(SpanKind.STEP, "train")
     # Four optimizer steps bound three whole steps: nothing marks where the first began, and
@@ -89,8 +90,9 @@ def test_optimizer_steps_define_steps_without_a_dataloader(hooks: Collected) -> 
 
 
 def test_worker_processes_fork_safely(hooks: Collected) -> None:
-    loader = torch.utils.data.DataLoader(SlowData(sleep_s=0.002), batch_size=4, num_workers=2,
-                                         multiprocessing_context="fork")
+    loader = torch.utils.data.DataLoader(
+        SlowData(sleep_s=0.002), batch_size=4, num_workers=2, multiprocessing_context="fork"
+    )
     losses, _ = train(loader, epochs=2)
     assert len(losses) == 8
     steps = hooks.spans(SpanKind.STEP, "train")

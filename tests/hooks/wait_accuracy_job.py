@@ -53,12 +53,14 @@ def main() -> None:
     x = rng.normal(size=(BATCH * n_batches, 32)).astype("float32")
     y = rng.normal(size=(BATCH * n_batches, 1)).astype("float32")
     slow, fast = _inputs(setting, x, y, n_batches)
-    model = keras.Sequential([
-        keras.Input((32,)),
-        keras.layers.Dense(WIDTH, activation="relu"),
-        keras.layers.Dense(WIDTH, activation="relu"),
-        keras.layers.Dense(1),
-    ])
+    model = keras.Sequential(
+        [
+            keras.Input((32,)),
+            keras.layers.Dense(WIDTH, activation="relu"),
+            keras.layers.Dense(WIDTH, activation="relu"),
+            keras.layers.Dense(1),
+        ]
+    )
     model.compile("adam", "mse", steps_per_execution=spe)
     spans: list[Span] = []
     steady = SteadyClock(keras)
@@ -72,10 +74,16 @@ def main() -> None:
             if variant == "hooked":
                 spans.clear()
                 emitter.configure(
-                    lambda batch: spans.extend(r for r in batch if isinstance(r, Span)))
+                    lambda batch: spans.extend(r for r in batch if isinstance(r, Span))
+                )
                 auto.install({})
-            model.fit(fast if variant == "fast" else slow, steps_per_epoch=steps, epochs=1,
-                      verbose=0, callbacks=[steady])
+            model.fit(
+                fast if variant == "fast" else slow,
+                steps_per_epoch=steps,
+                epochs=1,
+                verbose=0,
+                callbacks=[steady],
+            )
             wall = steady.wall_s
             walls[variant].append(wall)
             if variant == "hooked":
@@ -90,16 +98,23 @@ def main() -> None:
     median = {k: statistics.median(v) for k, v in walls.items()}
     # Rounds are paired: load on the machine drifts slowly, so a round's three runs share it.
     errors = [w - (1 - f / s) for w, f, s in zip(waits, walls["fast"], walls["slow"], strict=True)]
-    print(json.dumps({
-        "setting": setting, "steps_per_execution": spe, "backend": keras.config.backend(),
-        "truth": 1 - median["fast"] / median["slow"],
-        "measured": statistics.median(waits),
-        "error": statistics.median(errors),
-        "measured_of_steps": statistics.median(step_fractions),
-        "overhead": median["hooked"] / median["slow"] - 1,
-        "step_ms_fast": median["fast"] / steps * 1e3,
-        "walls": walls, "waits": waits,
-    }))
+    print(
+        json.dumps(
+            {
+                "setting": setting,
+                "steps_per_execution": spe,
+                "backend": keras.config.backend(),
+                "truth": 1 - median["fast"] / median["slow"],
+                "measured": statistics.median(waits),
+                "error": statistics.median(errors),
+                "measured_of_steps": statistics.median(step_fractions),
+                "overhead": median["hooked"] / median["slow"] - 1,
+                "step_ms_fast": median["fast"] / steps * 1e3,
+                "walls": walls,
+                "waits": waits,
+            }
+        )
+    )
 
 
 class SteadyClock:
@@ -150,6 +165,7 @@ def _inputs(setting: str, x: object, y: object, n_batches: int) -> tuple[object,
     if setting == "tf-serial":
         slow = sleepy(base)
     elif setting == "tf-parallel":  # a map whose calls sleep in C++, two in flight
+
         def sleep_in_map(a: object, b: object) -> object:
             pair = tf.data.Dataset.from_tensors((a, b))
             return sleepy(pair).get_single_element()  # type: ignore[attr-defined]
@@ -192,7 +208,7 @@ def _pydatasets(setting: str, x: object, y: object, n_batches: int) -> tuple[obj
             if self.sleep_s:
                 time.sleep(self.sleep_s)
             i %= n_batches
-            return x[i * BATCH:(i + 1) * BATCH], y[i * BATCH:(i + 1) * BATCH]  # type: ignore[index]
+            return x[i * BATCH : (i + 1) * BATCH], y[i * BATCH : (i + 1) * BATCH]  # type: ignore[index]
 
     return Batches(0.0 if setting.endswith("healthy") else SLEEP_S), Batches(0.0)
 

@@ -58,7 +58,8 @@ def test_segment_summaries_equal_a_summary_of_each_segment(synthetic: Path) -> N
             assert util[i] == rec.util_summary(start, end)
             assert host[i] == rec.host_summary(start, end)
         assert sum(b.samples for found in gpu for b in found.values()) == sum(
-            1 for _ in rec.gpu_samples())
+            1 for _ in rec.gpu_samples()
+        )
         one = rec.gpu_segments(bounds, device=2)
         assert [list(found) for found in one] == [[2] if 2 in found else [] for found in gpu]
 
@@ -153,36 +154,44 @@ def test_tier_columns_add_up_to_the_merged_tiers(tmp_path: Path, width_s: int) -
             got = _summed(rec.gpu_tier_columns(width, start, end, gpu_names))
             assert got == _buckets(rec.gpu_tiers(width, start_ns=start, end_ns=end), gpu_names)
             got = _summed(rec.util_tier_columns(width, start, end, ("gpu_pct",)))
-            assert got == _buckets(rec.util_tiers(width, start_ns=start, end_ns=end),
-                                   ("gpu_pct",))
+            assert got == _buckets(rec.util_tiers(width, start_ns=start, end_ns=end), ("gpu_pct",))
             host_names = ("cpu_system_pct", "job_rss_bytes")
             got = _summed(rec.host_tier_columns(width, start, end, host_names))
-            assert got == _buckets(rec.host_tiers(width, start_ns=start, end_ns=end),
-                                   host_names)
+            assert got == _buckets(rec.host_tiers(width, start_ns=start, end_ns=end), host_names)
 
 
 def test_span_columns_hold_the_same_spans_in_any_window(synthetic: Path) -> None:
     with Recording.open(synthetic) as rec:
         low, high = rec.time_range()
-        windows = [(None, None), (low + 100 * S, low + 400 * S), (low + 237 * S + 1, low + 238 * S),
-                   (None, low + 60 * S), (high - 30 * S, None)]
+        windows = [
+            (None, None),
+            (low + 100 * S, low + 400 * S),
+            (low + 237 * S + 1, low + 238 * S),
+            (None, low + 60 * S),
+            (high - 30 * S, None),
+        ]
         for start, end in windows:
             for kind in (None, SpanKind.PHASE, SpanKind.STEP, SpanKind.WAIT):
                 want = sorted(
                     (s.kind, s.phase, s.pid, s.start_ns, s.end_ns, s.step, s.steps)
                     for s in rec.spans(kind=kind)
                     if (start is None or s.start_ns >= start or s.end_ns > start)
-                    and (end is None or s.start_ns < end))
-                got = sorted((b.kind, b.phase, b.pid, t, t + d, step, n)
-                             for b in rec.span_columns(kind, start, end)
-                             for t, d, step, n in zip(b.start_ns, b.duration_ns, b.step,
-                                                      b.steps, strict=True))
+                    and (end is None or s.start_ns < end)
+                )
+                got = sorted(
+                    (b.kind, b.phase, b.pid, t, t + d, step, n)
+                    for b in rec.span_columns(kind, start, end)
+                    for t, d, step, n in zip(
+                        b.start_ns, b.duration_ns, b.step, b.steps, strict=True
+                    )
+                )
                 assert got == want, (start, end, kind)
                 if start is None and end is None:
                     assert rec.rows_at_most("span", kind=kind) == len(want)
         assert rec.rows_at_most("gpu") == sum(1 for _ in rec.gpu_samples())
         assert rec.rows_at_most("gpu", low + 120 * S, low + 180 * S) >= sum(
-            1 for _ in rec.gpu_samples(start_ns=low + 120 * S, end_ns=low + 180 * S))
+            1 for _ in rec.gpu_samples(start_ns=low + 120 * S, end_ns=low + 180 * S)
+        )
 
 
 def test_decoding_chosen_columns_gives_the_same_values(tmp_path: Path) -> None:
@@ -197,11 +206,11 @@ def test_decoding_chosen_columns_gives_the_same_values(tmp_path: Path) -> None:
             elif shape == 1:
                 columns.append([rng.randrange(-9, 9)] * rows)
             elif shape == 2:
-                columns.append([rng.randrange(-2**40, 2**40) for _ in range(rows)])
+                columns.append([rng.randrange(-(2**40), 2**40) for _ in range(rows)])
             elif shape == 3:
                 columns.append([rng.choice((None, rng.randrange(1000))) for _ in range(rows)])
             else:
-                columns.append([rng.choice((-2**63, 2**63 - 1)) for _ in range(rows)])
+                columns.append([rng.choice((-(2**63), 2**63 - 1)) for _ in range(rows)])
         data = codec.encode(columns)
         assert codec.decode(data, len(columns)) == columns
         skip = set(rng.sample(range(len(columns)), rng.randrange(len(columns) + 1)))

@@ -37,10 +37,12 @@ WRITER_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_sigkill_loses_at_most_the_last_second(tmp_path: Path) -> None:
     path = tmp_path / "killed.gpuwhy.db"
-    with subprocess.Popen([sys.executable, "-c", WRITER_CHILD, str(path)],
-                          stdout=subprocess.PIPE, text=True) as child:
+    with subprocess.Popen(
+        [sys.executable, "-c", WRITER_CHILD, str(path)], stdout=subprocess.PIPE, text=True
+    ) as child:
         try:
             assert child.stdout is not None
             assert child.stdout.readline().strip() == "recording"
@@ -103,8 +105,13 @@ MEMORY_CHILD = textwrap.dedent("""
 @pytest.mark.slow
 def test_two_million_samples_write_and_read_in_flat_memory(tmp_path: Path) -> None:
     total = 2_000_000
-    out = subprocess.run([sys.executable, "-c", MEMORY_CHILD, str(tmp_path / "long.db"),
-                          str(total)], capture_output=True, text=True, timeout=300, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_CHILD, str(tmp_path / "long.db"), str(total)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     report = json.loads(out.stdout)
     assert report["count"] == total and report["device_range"] == total // 80
     # A list of 2 M samples would take hundreds of MB; streaming holds a few pages and a row.

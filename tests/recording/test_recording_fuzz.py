@@ -27,8 +27,14 @@ def _recording(path: Path, seconds: int = 240, *, close: bool = True) -> Recordi
     for tick in range(seconds * 10):
         t = 10**9 + tick * 10**8
         for device in (0, 1):
-            writer.put(GpuSample(t, device, util_gpu_pct=(tick * 7 + device) % 101,
-                                 memory_used_bytes=2**30 + tick))
+            writer.put(
+                GpuSample(
+                    t,
+                    device,
+                    util_gpu_pct=(tick * 7 + device) % 101,
+                    memory_used_bytes=2**30 + tick,
+                )
+            )
         writer.put(HostSample(t, cpu_system_pct=12.5, job_cpu_pct=99.0))
         if tick % 5 == 0:
             writer.put(Span("train", SpanKind.STEP, t, t + 4 * 10**8, tick // 5, 1, 7))
@@ -54,7 +60,7 @@ def _damaged(good: Path, folder: Path, rng: random.Random) -> list[tuple[str, Pa
         page = rng.randrange(1, len(data) // PAGE)
         start = page * PAGE + rng.randrange(PAGE - 64)
         noise = bytes(rng.randrange(256) for _ in range(rng.choice((8, 64, 512))))
-        cases.append((f"noise in page {page}", data[:start] + noise + data[start + len(noise):]))
+        cases.append((f"noise in page {page}", data[:start] + noise + data[start + len(noise) :]))
     for _ in range(10):
         at = rng.randrange(100)
         flipped = bytearray(data)
@@ -70,7 +76,8 @@ def _damaged(good: Path, folder: Path, rng: random.Random) -> list[tuple[str, Pa
 
 @pytest.mark.slow
 def test_damaged_recordings_end_in_a_report_or_one_line(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     good = tmp_path / "good.gpuwhy.db"
     _recording(good)
     assert _report(good, capsys)[0] in (0, 1)
@@ -87,8 +94,9 @@ def test_damaged_recordings_end_in_a_report_or_one_line(
     assert outcomes["refused"], outcomes  # the damage is real: some files cannot be read
 
 
-def test_another_recordings_wal_beside_it(tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_another_recordings_wal_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     first, second = tmp_path / "a.gpuwhy.db", tmp_path / "b.gpuwhy.db"
     _recording(first, 30)
     live = _recording(second, 40, close=False)  # its -wal file exists while it is open
@@ -103,8 +111,9 @@ def test_another_recordings_wal_beside_it(tmp_path: Path,
         live.close()
 
 
-def test_a_recording_still_being_written_is_reported(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_recording_still_being_written_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "live.gpuwhy.db"
     live = _recording(path, 60, close=False)
     try:

@@ -28,8 +28,11 @@ def _original(path: Path) -> list[Record]:
     records: list[Record] = []
     for i in range(10):  # 1 s of a 10 Hz run on two GPUs
         t = T0 + i * 100 * MS
-        records += [GpuSample(t, 0, util_gpu_pct=10 * i), GpuSample(t, 1, util_gpu_pct=5),
-                    HostSample(t, cpu_system_pct=float(i))]
+        records += [
+            GpuSample(t, 0, util_gpu_pct=10 * i),
+            GpuSample(t, 1, util_gpu_pct=5),
+            HostSample(t, cpu_system_pct=float(i)),
+        ]
         records.append(UtilSample(t + 50 * MS, 0, UtilKind.GPU, 99))
     writer = RecordingWriter(path)
     writer.add_devices([DeviceInfo(0, "constructed A"), DeviceInfo(1, "constructed B")])
@@ -52,8 +55,9 @@ def test_samples_fall_due_in_scaled_real_time(tmp_path: Path) -> None:
     assert all(r.t_ns == anchor for r in first)
     # 100 ms later at speed 2: the recording's first 200 ms are due.
     second = source.read(anchor + 100 * MS)
-    assert [r.t_ns - anchor for r in second] == [25 * MS] + [50 * MS] * 3 + [75 * MS] + \
-        [100 * MS] * 3
+    assert [r.t_ns - anchor for r in second] == [25 * MS] + [50 * MS] * 3 + [75 * MS] + [
+        100 * MS
+    ] * 3
     assert not source.exhausted
     rest = source.read(anchor + 10**9)
     assert source.exhausted and len(first) + len(second) + len(rest) == 40

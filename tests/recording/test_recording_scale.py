@@ -29,13 +29,15 @@ from support.synth import synthesize
 T0 = 5_000 * NS_PER_S + 123_456  # not aligned to a second: buckets cut slots unevenly
 
 
-def _expected(samples: list[Any], fields: tuple[str, ...], width_ns: int,
-              key: str | None) -> dict[tuple[int, Any], dict[str, tuple[Any, ...]]]:
+def _expected(
+    samples: list[Any], fields: tuple[str, ...], width_ns: int, key: str | None
+) -> dict[tuple[int, Any], dict[str, tuple[Any, ...]]]:
     """Buckets computed the obvious way from raw records: (start, key) -> field -> summary."""
     groups: dict[tuple[int, Any], list[Any]] = defaultdict(list)
     for sample in samples:
-        groups[(sample.t_ns // width_ns * width_ns,
-                getattr(sample, key) if key else None)].append(sample)
+        groups[(sample.t_ns // width_ns * width_ns, getattr(sample, key) if key else None)].append(
+            sample
+        )
     result = {}
     for bucket, members in groups.items():
         summary = {"samples": (len(members),)}
@@ -62,12 +64,18 @@ def _constructed(path: Path) -> list[Any]:
     for i in range(3_000):  # 5 minutes at 10 Hz on 2 GPUs, then a later slot
         t = T0 + i * 100_000_000 + (i * 7919) % 3_000_000
         for device in (0, 1):
-            records.append(GpuSample(
-                t, device, util_gpu_pct=(i * 13 + device) % 101,
-                memory_used_bytes=None if i % 97 == 0 else (40 << 30) + i * 4096,
-                power_mw=300_000 + (i * 31) % 50_000, pcie_gen=5,
-                clock_event_reasons=(4 if i % 50 < 5 else 0) | (1 if i % 333 == 0 else 0),
-                sm_active_permille=None if device else (i * 17) % 1001))
+            records.append(
+                GpuSample(
+                    t,
+                    device,
+                    util_gpu_pct=(i * 13 + device) % 101,
+                    memory_used_bytes=None if i % 97 == 0 else (40 << 30) + i * 4096,
+                    power_mw=300_000 + (i * 31) % 50_000,
+                    pcie_gen=5,
+                    clock_event_reasons=(4 if i % 50 < 5 else 0) | (1 if i % 333 == 0 else 0),
+                    sm_active_permille=None if device else (i * 17) % 1001,
+                )
+            )
         records.append(UtilSample(t + 30_000_000, 0, UtilKind.GPU, (i * 3) % 101))
         records.append(UtilSample(t + 30_000_000, 0, UtilKind.MEMORY, (i * 5) % 101))
         if i % 5 == 0:
@@ -98,13 +106,16 @@ def test_tiers_agree_with_raw_samples_exactly(tmp_path: Path) -> None:
         buckets = list(rec.util_tiers(NS_PER_S, device=0))
         assert sum(b.metrics["gpu_pct"].n for b in buckets) == len(util) // 2
         assert sum(b.metrics["gpu_pct"].total for b in buckets) == sum(
-            u.value_pct for u in util if u.kind is UtilKind.GPU)
+            u.value_pct for u in util if u.kind is UtilKind.GPU
+        )
         # Reason bits are counted per bit: 0x4 (power cap) and 0x1 (idle) separately.
         minute = list(rec.gpu_tiers(60 * NS_PER_S, device=0))
         assert sum(b.reason_counts.get(4, 0) for b in minute) == sum(
-            1 for s in gpu if s.device == 0 and s.clock_event_reasons & 4)
+            1 for s in gpu if s.device == 0 and s.clock_event_reasons & 4
+        )
         assert sum(b.reason_counts.get(1, 0) for b in minute) == sum(
-            1 for s in gpu if s.device == 0 and s.clock_event_reasons & 1)
+            1 for s in gpu if s.device == 0 and s.clock_event_reasons & 1
+        )
 
 
 def test_window_summaries_are_exact_for_any_window(tmp_path: Path) -> None:
@@ -112,14 +123,18 @@ def test_window_summaries_are_exact_for_any_window(tmp_path: Path) -> None:
     records = _constructed(path)
     gpu = [r for r in records if isinstance(r, GpuSample)]
     with Recording.open(path) as rec:
-        for start, end in ((T0 + 12_345_678, T0 + 251 * NS_PER_S + 7),
-                           (T0 + 61 * NS_PER_S, T0 + 62 * NS_PER_S + 50_000_000),
-                           (T0 - 10**9, T0 + 10**12), (T0, T0 + 1)):
+        for start, end in (
+            (T0 + 12_345_678, T0 + 251 * NS_PER_S + 7),
+            (T0 + 61 * NS_PER_S, T0 + 62 * NS_PER_S + 50_000_000),
+            (T0 - 10**9, T0 + 10**12),
+            (T0, T0 + 1),
+        ):
             inside = [s for s in gpu if start <= s.t_ns < end]
             got = rec.gpu_summary(start, end)
             want = _expected(inside, GPU_METRICS, 1 << 62, "device")
             assert {d: v for (_, d), v in _got(got.values()).items()} == {
-                d: v for (_, d), v in want.items()}
+                d: v for (_, d), v in want.items()
+            }
             for device, bucket in got.items():
                 values = [s.util_gpu_pct for s in inside if s.device == device]
                 assert bucket.mean("util_gpu_pct") == pytest.approx(sum(values) / len(values))
@@ -153,10 +168,10 @@ def test_a_live_recording_reads_open_slots_from_staging(tmp_path: Path) -> None:
     db.close()
 
 
+@pytest.mark.slow
 def test_synthetic_bulk_and_record_paths_write_the_same_recording(tmp_path: Path) -> None:
     bulk = synthesize(tmp_path / "bulk.gpuwhy.db", hours=0.05, gpus=3, seed=7)
-    records = synthesize(tmp_path / "records.gpuwhy.db", hours=0.05, gpus=3, seed=7,
-                         via="records")
+    records = synthesize(tmp_path / "records.gpuwhy.db", hours=0.05, gpus=3, seed=7, via="records")
     assert bulk.gpu_samples == records.gpu_samples == 0.05 * 3600 * 10 * 3
     with Recording.open(bulk.path) as a, Recording.open(records.path) as b:
         assert a.meta["synthetic"]["seed"] == 7
@@ -208,11 +223,18 @@ MEMORY_CHILD = textwrap.dedent("""
 @pytest.mark.slow
 def test_writer_and_reader_memory_stay_flat(tmp_path: Path) -> None:
     tests = str(Path(__file__).resolve().parents[1])  # the child imports support.synth
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (
-        tests, os.environ.get("PYTHONPATH"))))}
-    out = subprocess.run([sys.executable, "-c", MEMORY_CHILD, str(tmp_path / "m.gpuwhy.db"),
-                          "0.5"], capture_output=True, text=True, timeout=300, check=True,
-                         env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, (tests, os.environ.get("PYTHONPATH")))),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_CHILD, str(tmp_path / "m.gpuwhy.db"), "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        env=env,
+    )
     marks = json.loads(out.stdout)
     # 144,000 GPU samples as objects would take ~30 MB; what is held is a slot or two.
     assert marks["write_end_kib"] - marks["write_early_kib"] < 12 * 1024, marks
@@ -234,8 +256,9 @@ def test_a_damaged_block_is_a_recording_error(tmp_path: Path) -> None:
         writer.put(GpuSample(T0 + i * 10**8, 0, util_gpu_pct=i % 100))
     writer.close()
     with sqlite3.connect(path) as db:
-        db.execute("UPDATE gpu_blocks SET data = X'789c0300' WHERE id = (SELECT MIN(id) "
-                   "FROM gpu_blocks)")
+        db.execute(
+            "UPDATE gpu_blocks SET data = X'789c0300' WHERE id = (SELECT MIN(id) FROM gpu_blocks)"
+        )
     db.close()
     with Recording.open(path) as rec, pytest.raises(RecordingError, match="damaged"):
         list(rec.gpu_samples())
@@ -243,8 +266,11 @@ def test_a_damaged_block_is_a_recording_error(tmp_path: Path) -> None:
 
 def test_a_fast_stream_packs_a_slot_into_several_blocks(tmp_path: Path) -> None:
     path = tmp_path / "fast.gpuwhy.db"
-    samples = [GpuSample(T0 + i * 2_000_000, d, util_gpu_pct=(i + d) % 101)  # 500 Hz, 2 GPUs
-               for i in range(6_000) for d in (1, 0)]
+    samples = [
+        GpuSample(T0 + i * 2_000_000, d, util_gpu_pct=(i + d) % 101)  # 500 Hz, 2 GPUs
+        for i in range(6_000)
+        for d in (1, 0)
+    ]
     writer = RecordingWriter(path)
     for sample in samples:
         writer.put(sample)
@@ -255,8 +281,8 @@ def test_a_fast_stream_packs_a_slot_into_several_blocks(tmp_path: Path) -> None:
     assert blocks[0] >= 2 * 6_000 // 1024 and blocks[1] <= 1024
     with Recording.open(path) as rec:
         assert list(rec.gpu_samples()) == sorted(samples, key=lambda s: (s.t_ns, s.device))
-        middle = list(rec.gpu_samples(device=0, start_ns=T0 + 3 * NS_PER_S,
-                                      end_ns=T0 + 4 * NS_PER_S))
+        middle = list(
+            rec.gpu_samples(device=0, start_ns=T0 + 3 * NS_PER_S, end_ns=T0 + 4 * NS_PER_S)
+        )
         assert len(middle) == 500 and {s.device for s in middle} == {0}
-        assert _got(rec.gpu_tiers(NS_PER_S)) == _expected(samples, GPU_METRICS, NS_PER_S,
-                                                          "device")
+        assert _got(rec.gpu_tiers(NS_PER_S)) == _expected(samples, GPU_METRICS, NS_PER_S, "device")

@@ -62,12 +62,20 @@ def test_shapes_of_a_training_run(tmp_path: Path) -> None:
         assert during[3].summary("util_gpu_pct").maximum == 0  # type: ignore[union-attr]
         assert during[3].reason_counts == {1: during[3].samples}  # NVML: GPU idle
         assert rec.gpu_summary(validation.start_ns + NS_PER_S, validation.end_ns)[0].mean(
-            "util_gpu_pct") < during[0].mean("util_gpu_pct")  # type: ignore[operator]
+            "util_gpu_pct"
+        ) < during[0].mean("util_gpu_pct")  # type: ignore[operator]
         # A stall shows in the driver's 1/6 s samples and is smoothed in the polled counter.
-        stall = next(s for s in rec.spans(kind=SpanKind.WAIT, phase="train")
-                     if s.end_ns - s.start_ns > 400_000_000)
-        buffered = [u.value_pct for u in rec.util_samples(device=0, start_ns=stall.start_ns
-                                                          + 200_000_000, end_ns=stall.end_ns)]
+        stall = next(
+            s
+            for s in rec.spans(kind=SpanKind.WAIT, phase="train")
+            if s.end_ns - s.start_ns > 400_000_000
+        )
+        buffered = [
+            u.value_pct
+            for u in rec.util_samples(
+                device=0, start_ns=stall.start_ns + 200_000_000, end_ns=stall.end_ns
+            )
+        ]
         assert buffered and min(buffered) <= 5
         # Memory: a plateau after the model is built; power follows utilization.
         memory = rec.gpu_summary(train.start_ns, train.end_ns)[0].summary("memory_used_bytes")

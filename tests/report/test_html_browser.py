@@ -33,12 +33,24 @@ from gpuwhy.recording import Recording
 from gpuwhy.report.html.page import MAX_HTML_BYTES, write_html
 from support.synth import synthesize
 
+# A real browser (Chromium, scripts/browser.sh): the full lane only.
+pytestmark = pytest.mark.slow
+
 GiB = 2**30
 S = 1_000_000_000
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", "--mute-audio")
-HOSTILE = ("<script>window.__pwned=1</script>", "\"'><img src=x onerror=\"window.__pwned=2\">")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--mute-audio",
+)
+HOSTILE = ("<script>window.__pwned=1</script>", '"\'><img src=x onerror="window.__pwned=2">')
 
 
 def chromium_binary() -> str:
@@ -69,13 +81,25 @@ class Browser:
 
         # The browser reads commands on fd 3 and writes replies on fd 4: the shell puts the pipe
         # ends there and then becomes the browser.
-        redirect = (f'exec "$0" "$@" 3<&{to_browser_r} 4>&{from_browser_w} '
-                    f"{to_browser_r}<&- {from_browser_w}>&-")
+        redirect = (
+            f'exec "$0" "$@" 3<&{to_browser_r} 4>&{from_browser_w} '
+            f"{to_browser_r}<&- {from_browser_w}>&-"
+        )
         self.process = subprocess.Popen(
-            ["bash", "-c", redirect, binary, *FLAGS, "--remote-debugging-pipe",
-             f"--user-data-dir={profile}"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(to_browser_r, from_browser_w))
+            [
+                "bash",
+                "-c",
+                redirect,
+                binary,
+                *FLAGS,
+                "--remote-debugging-pipe",
+                f"--user-data-dir={profile}",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(to_browser_r, from_browser_w),
+        )
         os.close(to_browser_r)
         os.close(from_browser_w)
         self._next_id = 0
@@ -107,8 +131,9 @@ class Browser:
             self.events.append(message)
         return True
 
-    def call(self, method: str, session: str | None = None, timeout_s: float = 30,
-             **params: Any) -> dict[str, Any]:
+    def call(
+        self, method: str, session: str | None = None, timeout_s: float = 30, **params: Any
+    ) -> dict[str, Any]:
         self._next_id += 1
         ident = self._next_id
         message: dict[str, Any] = {"id": ident, "method": method, "params": params}
@@ -150,17 +175,24 @@ class Browser:
 class Page:
     """One tab showing one file, with everything it logged."""
 
-    def __init__(self, browser: Browser, path: Path, *, width: int = 1280,
-                 height: int = 2400) -> None:
+    def __init__(
+        self, browser: Browser, path: Path, *, width: int = 1280, height: int = 2400
+    ) -> None:
         self.browser = browser
         target = browser.call("Target.createTarget", url="about:blank")["targetId"]
-        self.session = browser.call("Target.attachToTarget", targetId=target,
-                                    flatten=True)["sessionId"]
+        self.session = browser.call("Target.attachToTarget", targetId=target, flatten=True)[
+            "sessionId"
+        ]
         self.first_event = len(browser.events)
         for domain in ("Runtime", "Log", "Page", "Network"):
             self.call(f"{domain}.enable")
-        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
-                  deviceScaleFactor=1, mobile=False)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         started = time.monotonic()
         self.call("Page.navigate", url=path.resolve().as_uri())
         browser.wait_event("Page.loadEventFired", self.session)
@@ -170,14 +202,15 @@ class Page:
         return self.browser.call(method, self.session, **params)
 
     def js(self, expression: str) -> Any:
-        reply = self.call("Runtime.evaluate", expression=expression, returnByValue=True,
-                          awaitPromise=True)
+        reply = self.call(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
         if "exceptionDetails" in reply:
             raise AssertionError(f"page script failed: {reply['exceptionDetails']}")
         return reply["result"].get("value")
 
     def _events(self) -> Iterator[dict[str, Any]]:
-        for event in self.browser.events[self.first_event:]:
+        for event in self.browser.events[self.first_event :]:
             if event.get("sessionId") == self.session:
                 yield event
 
@@ -189,15 +222,21 @@ class Page:
             if method == "Runtime.exceptionThrown":
                 found.append(f"exception: {params['exceptionDetails']}")
             elif method == "Runtime.consoleAPICalled" and params.get("type") in (
-                    "error", "assert", "warning"):
+                "error",
+                "assert",
+                "warning",
+            ):
                 found.append(f"console.{params['type']}: {params.get('args')}")
             elif method == "Log.entryAdded" and params["entry"]["level"] in ("error", "warning"):
                 found.append(f"log: {params['entry'].get('text')}")
         return found
 
     def requests(self) -> list[str]:
-        return [e["params"]["request"]["url"] for e in self._events()
-                if e.get("method") == "Network.requestWillBeSent"]
+        return [
+            e["params"]["request"]["url"]
+            for e in self._events()
+            if e.get("method") == "Network.requestWillBeSent"
+        ]
 
     def mouse(self, kind: str, x: float, y: float, **extra: Any) -> None:
         self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, **extra)
@@ -230,16 +269,29 @@ def browser() -> Iterator[Browser]:
 # ---- recordings -------------------------------------------------------------------------------
 
 
-def input_bound_run(path: Path, *, phase: str = "train", command: tuple[str, ...] = (
-        "python", "train.py", "--epochs", "1")) -> Recording:
+def input_bound_run(
+    path: Path,
+    *,
+    phase: str = "train",
+    command: tuple[str, ...] = ("python", "train.py", "--epochs", "1"),
+) -> Recording:
     """CONSTRUCTED: two GPUs, training waits for data 60 % of the time, GPU 1 never used."""
-    run = Run(path, duration_s=12, devices=[H100, device(1)], environment=GPU_OK_ENV,
-              command=list(command))
+    run = Run(
+        path,
+        duration_s=12,
+        devices=[H100, device(1)],
+        environment=GPU_OK_ENV,
+        command=list(command),
+    )
     end = run.steps(phase, 1, 100, 0.04, wait_s=0.06)
     run.phase(phase, 1, end).phase("validation", end, 12)
     run.steps("validation", end, 5, 0.1)
-    common = {"memory_used_bytes": 3 * GiB, "job_memory_bytes": GiB, "pcie_rx_kbps": 400_000,
-              "pcie_tx_kbps": 20_000}
+    common = {
+        "memory_used_bytes": 3 * GiB,
+        "job_memory_bytes": GiB,
+        "pcie_rx_kbps": 400_000,
+        "pcie_tx_kbps": 20_000,
+    }
     run.gpu(0, 1, end, util_gpu_pct=30, power_mw=200_000, **common)
     run.gpu(0, end, 12, util_gpu_pct=90, power_mw=500_000, **common)
     run.gpu(1, 0, 12, util_gpu_pct=0, memory_used_bytes=0)
@@ -263,7 +315,8 @@ def _report(recording: Recording, path: Path) -> Path:
 
 def _lanes(page: Page) -> list[dict[str, Any]]:
     """Per lane canvas: its box and how many of its pixels are not blank."""
-    return list(page.js("""[...document.querySelectorAll('canvas.tl-canvas')].map(c => {
+    return list(
+        page.js("""[...document.querySelectorAll('canvas.tl-canvas')].map(c => {
         const box = c.getBoundingClientRect();
         const copy = document.createElement('canvas');  // read a copy: the page's own
         copy.width = c.width; copy.height = c.height;   // canvases stay as the page made them
@@ -276,7 +329,8 @@ def _lanes(page: Page) -> list[dict[str, Any]]:
         }
         return {top: box.top + scrollY, left: box.left, width: box.width, height: box.height,
                 ink: ink, pixels: d.length / 4, colours: colours.size};
-      })"""))
+      })""")
+    )
 
 
 def _tooltip_at(page: Page, lane: dict[str, Any], t_s: float, y_offset: float = 30) -> str:
@@ -293,21 +347,26 @@ def _tooltip_at(page: Page, lane: dict[str, Any], t_s: float, y_offset: float = 
 # ---- tests ------------------------------------------------------------------------------------
 
 
-def test_report_renders_findings_and_timeline_without_errors(browser: Browser,
-                                                             tmp_path: Path) -> None:
+def test_report_renders_findings_and_timeline_without_errors(
+    browser: Browser, tmp_path: Path
+) -> None:
     recording = input_bound_run(tmp_path / "r.db")
     diagnosis = diagnose(recording)
     path = _report(recording, tmp_path / "report.html")
     page = Page(browser, path)
     assert page.js("document.getElementById('tl').dataset.ready") == "1"
-    codes = page.js("[...document.querySelectorAll('#findings [data-code]')]"
-                    ".map(e => e.dataset.code)")
+    codes = page.js(
+        "[...document.querySelectorAll('#findings [data-code]')].map(e => e.dataset.code)"
+    )
     assert codes == [f.code for f in diagnosis.findings]
     assert codes[0] == "INPUT_BOUND"
     lanes = _lanes(page)
     titles = page.js("[...document.querySelectorAll('.tl-lane-name')].map(e => e.textContent)")
-    assert titles == ["GPU 0 · NVIDIA H100 80GB HBM3 (constructed)",
-                      "GPU 1 · NVIDIA H100 80GB HBM3 (constructed)", "Host"]
+    assert titles == [
+        "GPU 0 · NVIDIA H100 80GB HBM3 (constructed)",
+        "GPU 1 · NVIDIA H100 80GB HBM3 (constructed)",
+        "Host",
+    ]
     for lane in lanes:
         assert lane["ink"] > 0.2 * lane["pixels"], lane  # charts, bands and labels drawn
         assert lane["colours"] > 20, lane
@@ -358,8 +417,7 @@ def test_drag_zooms_in_and_buttons_zoom_back_out(browser: Browser, tmp_path: Pat
 
 def test_hostile_names_are_shown_as_text_and_never_run(browser: Browser, tmp_path: Path) -> None:
     command = ("python", "train.py", *HOSTILE, "--api-key", "s3cr3t-value", "HF_TOKEN=hf_x")
-    recording = input_bound_run(tmp_path / "r.db", phase=HOSTILE[0] + HOSTILE[1],
-                                command=command)
+    recording = input_bound_run(tmp_path / "r.db", phase=HOSTILE[0] + HOSTILE[1], command=command)
     path = _report(recording, tmp_path / "report.html")
     page = Page(browser, path)
     assert page.js("window.__pwned === undefined")
@@ -376,8 +434,9 @@ def test_hostile_names_are_shown_as_text_and_never_run(browser: Browser, tmp_pat
     page.close()
 
 
-def test_cpu_only_run_shows_host_lane_and_environment_error(browser: Browser,
-                                                            tmp_path: Path) -> None:
+def test_cpu_only_run_shows_host_lane_and_environment_error(
+    browser: Browser, tmp_path: Path
+) -> None:
     run = Run(tmp_path / "r.db", duration_s=8, environment=NO_GPU_ENV)
     end = run.steps("train", 1, 50, 0.1)
     run.phase("train", 1, end)
@@ -386,8 +445,9 @@ def test_cpu_only_run_shows_host_lane_and_environment_error(browser: Browser,
     page = Page(browser, path)
     assert page.js("document.querySelectorAll('canvas.tl-canvas').length") == 1
     assert "No GPU samples" in page.js("document.getElementById('tl').innerText")
-    assert page.js("[...document.querySelectorAll('#environment [data-code]')]"
-                   ".map(e => e.dataset.code)") == ["NO_DRIVER"]
+    assert page.js(
+        "[...document.querySelectorAll('#environment [data-code]')].map(e => e.dataset.code)"
+    ) == ["NO_DRIVER"]
     lane = _lanes(page)[0]
     assert lane["ink"] > 0.2 * lane["pixels"]
     assert "machine CPU: 95 %" in _tooltip_at(page, lane, 4.2)  # samples 0.5 s apart: bridged
@@ -411,9 +471,19 @@ def _png_size(data: bytes) -> tuple[int, int]:
 
 
 def _cli_screenshot(html: Path, png: Path, profile: Path) -> bytes:
-    subprocess.run([chromium_binary(), *FLAGS, f"--user-data-dir={profile}",
-                    "--window-size=1280,2200", f"--screenshot={png}", html.resolve().as_uri()],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            chromium_binary(),
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            "--window-size=1280,2200",
+            f"--screenshot={png}",
+            html.resolve().as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return png.read_bytes()
 
 
@@ -423,7 +493,8 @@ def _pixel_census(browser: Browser, tmp_path: Path, png: bytes) -> dict[str, Any
     blank.write_text("<!DOCTYPE html><title>census</title>", encoding="utf-8")
     page = Page(browser, blank)
     url = "data:image/png;base64," + base64.b64encode(png).decode()
-    census = page.js("""(async () => {
+    census = page.js(
+        """(async () => {
         const img = new Image(); img.src = PNG_URL; await img.decode();
         const c = document.createElement('canvas'); c.width = img.width; c.height = img.height;
         const g = c.getContext('2d'); g.drawImage(img, 0, 0);
@@ -437,7 +508,8 @@ def _pixel_census(browser: Browser, tmp_path: Path, png: bytes) -> dict[str, Any
             if (d[i] === v[0] && d[i + 1] === v[1] && d[i + 2] === v[2]) counts[k]++;
         }
         return {ink: ink / (d.length / 4), counts: counts};
-      })()""".replace("PNG_URL", json.dumps(url)))
+      })()""".replace("PNG_URL", json.dumps(url))
+    )
     page.close()
     return dict(census)
 
@@ -460,18 +532,34 @@ def test_a_real_keras_run_recorded_by_gpuwhy_run(browser: Browser, tmp_path: Pat
         pytest.skip("tensorflow is not installed in this environment")
     record = tmp_path / "run.gpuwhy.db"
     example = Path(__file__).resolve().parents[2] / "examples" / "keras_slow_input.py"
-    done = subprocess.run([sys.executable, "-m", "gpuwhy", "run", "--quiet", "--record",
-                           str(record), "--", sys.executable, str(example)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuwhy",
+            "run",
+            "--quiet",
+            "--record",
+            str(record),
+            "--",
+            sys.executable,
+            str(example),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     path = _report(Recording.open(record), tmp_path / "report.html")
     page = Page(browser, path)
-    codes = page.js("[...document.querySelectorAll('#findings [data-code]')]"
-                    ".map(e => e.dataset.code)")
+    codes = page.js(
+        "[...document.querySelectorAll('#findings [data-code]')].map(e => e.dataset.code)"
+    )
     assert codes[0] == "INPUT_BOUND"
     lanes = _lanes(page)
-    assert page.js("[...document.querySelectorAll('.tl-lane-name')].map(e => e.textContent)"
-                   ) == ["Host"]  # no GPU on this machine: the host is drawn
+    assert page.js("[...document.querySelectorAll('.tl-lane-name')].map(e => e.textContent)") == [
+        "Host"
+    ]  # no GPU on this machine: the host is drawn
     assert lanes[0]["ink"] > 0.2 * lanes[0]["pixels"]
     names = page.js("[...document.querySelectorAll('tr[data-phase]')].map(e => e.dataset.phase)")
     assert names[0] == "train" and "data_wait" in names
@@ -480,8 +568,9 @@ def test_a_real_keras_run_recorded_by_gpuwhy_run(browser: Browser, tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_one_hour_on_eight_gpus_stays_small_and_draws_fast(browser: Browser,
-                                                           tmp_path: Path) -> None:
+def test_one_hour_on_eight_gpus_stays_small_and_draws_fast(
+    browser: Browser, tmp_path: Path
+) -> None:
     recording = synthetic(tmp_path / "r.db", hours=1, gpus=8)
     diagnosis = diagnose(recording)
     started = time.perf_counter()
@@ -499,7 +588,9 @@ def test_one_hour_on_eight_gpus_stays_small_and_draws_fast(browser: Browser,
         document.querySelector('.tl-toolbar button[title^="zoom in"]').click();
         return new Promise(r => requestAnimationFrame(() => r(performance.now() - t))); })()""")
     assert page.problems() == []
-    print(f"\n1 h x 8 GPUs at 10 Hz: HTML {size / 1e6:.2f} MB, written in {write_s:.1f} s, "
-          f"loaded in {page.load_s:.2f} s, zoom redraw {redraw_ms:.0f} ms")
+    print(
+        f"\n1 h x 8 GPUs at 10 Hz: HTML {size / 1e6:.2f} MB, written in {write_s:.1f} s, "
+        f"loaded in {page.load_s:.2f} s, zoom redraw {redraw_ms:.0f} ms"
+    )
     assert redraw_ms < 1000
     page.close()

@@ -29,11 +29,21 @@ GiB = 2**30
 HOSTILE = ("<script>alert(1)</script>", "\"'><img src=x onerror=alert(2)>")
 
 
-def _run(path: Path, *, phase: str = "train", command: tuple[str, ...] = ("python", "t.py"),
-         devices: tuple[DeviceInfo, ...] = (H100,),
-         environment: dict[str, Any] | None = None) -> Recording:
-    run = Run(path, duration_s=10, devices=list(devices), command=command,
-              environment=GPU_OK_ENV if environment is None else environment)
+def _run(
+    path: Path,
+    *,
+    phase: str = "train",
+    command: tuple[str, ...] = ("python", "t.py"),
+    devices: tuple[DeviceInfo, ...] = (H100,),
+    environment: dict[str, Any] | None = None,
+) -> Recording:
+    run = Run(
+        path,
+        duration_s=10,
+        devices=list(devices),
+        command=command,
+        environment=GPU_OK_ENV if environment is None else environment,
+    )
     end = run.steps(phase, 1, 60, 0.05, wait_s=0.08)
     run.phase(phase, 1, end)
     run.gpu(0, 0, 10, util_gpu_pct=25, memory_used_bytes=2 * GiB)
@@ -47,8 +57,9 @@ def _page(recording: Recording) -> str:
 
 
 def _data_block(page: str) -> str:
-    match = re.search(r'<script type="application/json" id="gpuwhy-data">(.*?)</script>', page,
-                      re.DOTALL)
+    match = re.search(
+        r'<script type="application/json" id="gpuwhy-data">(.*?)</script>', page, re.DOTALL
+    )
     assert match is not None
     return match.group(1)
 
@@ -84,8 +95,9 @@ def test_csp_allows_exactly_the_inline_script_and_no_network(tmp_path: Path) -> 
 def test_user_text_is_escaped_everywhere(tmp_path: Path) -> None:
     hostile = HOSTILE[0] + HOSTILE[1]
     device = DeviceInfo(index=0, name=hostile, memory_total_bytes=80 * GiB)
-    page = _page(_run(tmp_path / "r.db", phase=hostile, command=("python", *HOSTILE),
-                      devices=(device,)))
+    page = _page(
+        _run(tmp_path / "r.db", phase=hostile, command=("python", *HOSTILE), devices=(device,))
+    )
     assert "<script>alert" not in page and "<img" not in page and "onerror=alert(2)>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "&quot;&#x27;&gt;&lt;img src=x onerror=alert(2)&gt;" in page
@@ -102,38 +114,71 @@ def test_script_json_cannot_close_its_element() -> None:
     assert json.loads(text) == {"a": "</script><!-- & \u2028", "b": [1.5, None]}
 
 
-@pytest.mark.parametrize(("argv", "expected"), [
-    (["python", "train.py", "--hf-token", "hf_abc"], ["python", "train.py", "--hf-token", MASK]),
-    (["t.py", "--password=hunter2", "--epochs", "3"], ["t.py", f"--password={MASK}", "--epochs",
-                                                       "3"]),
-    (["t.py", "--api-key", "k", "--secret", "s", "--auth-token=x"],
-     ["t.py", "--api-key", MASK, "--secret", MASK, f"--auth-token={MASK}"]),
-    (["env", "WANDB_API_KEY=abc", "AWS_SECRET_ACCESS_KEY=def", "LR=0.1", "python", "t.py"],
-     ["env", f"WANDB_API_KEY={MASK}", f"AWS_SECRET_ACCESS_KEY={MASK}", "LR=0.1", "python",
-      "t.py"]),
-    (["t.py", "--db", "postgres://bob:pa55word@db.example:5432/runs"],
-     ["t.py", "--db", f"postgres://bob:{MASK}@db.example:5432/runs"]),
-    (["t.py", "ghp_0123456789abcdefghijABCDEFGHIJ", "--key", "--verbose"],
-     ["t.py", MASK, "--key", "--verbose"]),  # a flag after --key is no value to mask
-    (["t.py", "--data", "/data/imagenet/train", "--batch-size", "256", "--lr=3e-4"],
-     ["t.py", "--data", "/data/imagenet/train", "--batch-size", "256", "--lr=3e-4"]),
-])
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["python", "train.py", "--hf-token", "hf_abc"],
+            ["python", "train.py", "--hf-token", MASK],
+        ),
+        (
+            ["t.py", "--password=hunter2", "--epochs", "3"],
+            ["t.py", f"--password={MASK}", "--epochs", "3"],
+        ),
+        (
+            ["t.py", "--api-key", "k", "--secret", "s", "--auth-token=x"],
+            ["t.py", "--api-key", MASK, "--secret", MASK, f"--auth-token={MASK}"],
+        ),
+        (
+            ["env", "WANDB_API_KEY=abc", "AWS_SECRET_ACCESS_KEY=def", "LR=0.1", "python", "t.py"],
+            [
+                "env",
+                f"WANDB_API_KEY={MASK}",
+                f"AWS_SECRET_ACCESS_KEY={MASK}",
+                "LR=0.1",
+                "python",
+                "t.py",
+            ],
+        ),
+        (
+            ["t.py", "--db", "postgres://bob:pa55word@db.example:5432/runs"],
+            ["t.py", "--db", f"postgres://bob:{MASK}@db.example:5432/runs"],
+        ),
+        (
+            ["t.py", "ghp_0123456789abcdefghijABCDEFGHIJ", "--key", "--verbose"],
+            ["t.py", MASK, "--key", "--verbose"],
+        ),  # a flag after --key is no value to mask
+        (
+            ["t.py", "--data", "/data/imagenet/train", "--batch-size", "256", "--lr=3e-4"],
+            ["t.py", "--data", "/data/imagenet/train", "--batch-size", "256", "--lr=3e-4"],
+        ),
+    ],
+)
 def test_secrets_on_the_command_line_are_masked(argv: list[str], expected: list[str]) -> None:
     assert redact_command(argv) == expected
 
 
 def test_no_environment_dump_and_the_command_is_masked(tmp_path: Path) -> None:
     environment = {
-        "facts": {"schema_version": 1,
-                  "environment": {"HF_TOKEN": "hf_leakedleakedleakedleaked",
-                                  "CUDA_VISIBLE_DEVICES": "0,1"},
-                  "python": {"version": "3.11.9"},
-                  "nvml": {"driver_version": "570.124.06", "cuda_driver_version": 12080},
-                  "frameworks": {"tensorflow": {"version": "2.21.0"}}},
+        "facts": {
+            "schema_version": 1,
+            "environment": {
+                "HF_TOKEN": "hf_leakedleakedleakedleaked",
+                "CUDA_VISIBLE_DEVICES": "0,1",
+            },
+            "python": {"version": "3.11.9"},
+            "nvml": {"driver_version": "570.124.06", "cuda_driver_version": 12080},
+            "frameworks": {"tensorflow": {"version": "2.21.0"}},
+        },
         "findings": NO_GPU_ENV["findings"],
     }
-    page = _page(_run(tmp_path / "r.db", environment=environment,
-                      command=("python", "t.py", "--token", "tok-secret-value")))
+    page = _page(
+        _run(
+            tmp_path / "r.db",
+            environment=environment,
+            command=("python", "t.py", "--token", "tok-secret-value"),
+        )
+    )
     assert "hf_leaked" not in page and "CUDA_VISIBLE_DEVICES" not in page
     assert "tok-secret-value" not in page
     assert "--token &#x27;***&#x27;" in page
@@ -180,5 +225,12 @@ def test_spans_of_a_recording_without_gpu_samples_still_draw_phases(tmp_path: Pa
     run = Run(tmp_path / "r.db", duration_s=5, environment=NO_GPU_ENV)
     run.writer.put(Span("predict", SpanKind.PHASE, 1_000_000_000, 4_000_000_000))
     data = json.loads(_data_block(_page(run.close())))["timeline"]
-    assert data["phases"][0] == {"name": "predict", "color": "#17a589",
-                                 "intervals": [1.0, 4.0, ], "background": False}
+    assert data["phases"][0] == {
+        "name": "predict",
+        "color": "#17a589",
+        "intervals": [
+            1.0,
+            4.0,
+        ],
+        "background": False,
+    }

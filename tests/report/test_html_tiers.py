@@ -46,8 +46,7 @@ def _bytes(text: str) -> bytes:
 
 
 def test_short_run_keeps_every_sample_and_coarser_tiers_shrink_by_factor() -> None:
-    plan = plan_tiers(0, 3600 * S, 100 * MS, full_series=50, mean_series=1,
-                      budget_bytes=3_800_000)
+    plan = plan_tiers(0, 3600 * S, 100 * MS, full_series=50, mean_series=1, budget_bytes=3_800_000)
     assert plan.raw and plan.widths_ns[0] == 100 * MS
     assert plan.origin_ns == -50 * MS  # half a period early: jittered samples land mid-bucket
     assert all(b == a * FACTOR for a, b in zip(plan.widths_ns, plan.widths_ns[1:], strict=False))
@@ -58,8 +57,9 @@ def test_short_run_keeps_every_sample_and_coarser_tiers_shrink_by_factor() -> No
 def test_long_run_gets_the_finest_whole_second_grid_that_fits_the_budget() -> None:
     budget = 3_800_000
     day = 86_400 * S
-    plan = plan_tiers(7 * S + 30 * MS, 7 * S + day, 100 * MS, full_series=58, mean_series=1,
-                      budget_bytes=budget)
+    plan = plan_tiers(
+        7 * S + 30 * MS, 7 * S + day, 100 * MS, full_series=58, mean_series=1, budget_bytes=budget
+    )
     width = plan.widths_ns[0]
     assert not plan.raw and width % S == 0 and plan.origin_ns % width == 0
     assert plan.origin_ns <= 7 * S + 30 * MS
@@ -91,8 +91,10 @@ def test_buckets_merge_exactly() -> None:
         assert coarse.counts[index] == len(seen)
         assert math.isclose(coarse.sums[index], sum(seen))
         assert coarse.mins[index] == min(seen) and coarse.maxs[index] == max(seen)
-    assert fine.observed_range() == (min(min(v) for v in values.values()),
-                                     max(max(v) for v in values.values()))
+    assert fine.observed_range() == (
+        min(min(v) for v in values.values()),
+        max(max(v) for v in values.values()),
+    )
     assert Buckets(5).observed_range() is None
 
 
@@ -140,7 +142,15 @@ def test_wait_coverage_is_the_share_of_each_bucket() -> None:
 
 def test_nice_ceiling() -> None:
     assert [nice_ceiling(v) for v in (0, 0.7, 1, 1.2, 550, 800, 801, 25_000)] == [
-        1.0, 0.8, 1.0, 1.5, 600.0, 800.0, 1000.0, 30_000.0]
+        1.0,
+        0.8,
+        1.0,
+        1.5,
+        600.0,
+        800.0,
+        1000.0,
+        30_000.0,
+    ]
 
 
 def _constructed(path: Path, seconds: float) -> Run:
@@ -150,8 +160,15 @@ def _constructed(path: Path, seconds: float) -> Run:
     t = 0.0
     while t < seconds:
         util = rng.randrange(101)
-        run.gpu(0, t, t + 0.05, util_gpu_pct=util, memory_used_bytes=(20 << 30) + util * 2**20,
-                power_mw=100_000 + util * 3000, pcie_rx_kbps=rng.randrange(10**6))
+        run.gpu(
+            0,
+            t,
+            t + 0.05,
+            util_gpu_pct=util,
+            memory_used_bytes=(20 << 30) + util * 2**20,
+            power_mw=100_000 + util * 3000,
+            pcie_rx_kbps=rng.randrange(10**6),
+        )
         t += 0.1
     run.host(0, seconds, every_s=0.1, cpu_system_pct=50.0, job_cpu_pct=120.0)
     return run
@@ -164,29 +181,51 @@ def test_stored_tiers_and_raw_samples_fill_the_same_buckets(tmp_path: Path) -> N
     assert width % S == 0 and width > S  # a whole-second grid: the stored-tier path
     from_tiers, from_samples = _Collector(plan), _Collector(plan)
     end = plan.origin_ns + width * plan.counts[0]
-    from_tiers.feed_tiers(recording.gpu_tiers(width, start_ns=plan.origin_ns, end_ns=end),
-                          lambda b: b.device, GPU_METRICS)
-    from_tiers.feed_tiers(recording.host_tiers(width, start_ns=plan.origin_ns, end_ns=end),
-                          lambda b: "host", HOST_METRICS)
+    from_tiers.feed_tiers(
+        recording.gpu_tiers(width, start_ns=plan.origin_ns, end_ns=end),
+        lambda b: b.device,
+        GPU_METRICS,
+    )
+    from_tiers.feed_tiers(
+        recording.host_tiers(width, start_ns=plan.origin_ns, end_ns=end),
+        lambda b: "host",
+        HOST_METRICS,
+    )
     from_samples.feed_samples(recording.gpu_samples(), lambda s: s.device, GPU_METRICS)
     from_samples.feed_samples(recording.host_samples(), lambda s: "host", HOST_METRICS)
     from_columns = _Collector(plan)  # the stored tiers as columns, a block at a time
     fields = [m.field for m in GPU_METRICS]
     from_columns.feed_tier_columns(
         recording.gpu_tier_columns(width, plan.origin_ns, end, metrics=fields),
-        lambda part: part.device, GPU_METRICS)
+        lambda part: part.device,
+        GPU_METRICS,
+    )
     from_columns.feed_tier_columns(
-        recording.host_tier_columns(width, plan.origin_ns, end,
-                                    metrics=[m.field for m in HOST_METRICS]),
-        lambda part: "host", HOST_METRICS)
-    assert set(from_tiers.series) == set(from_samples.series) == set(from_columns.series) == {
-        (0, "util_gpu_pct"), (0, "memory_used_bytes"), (0, "power_mw"), (0, "pcie_rx_kbps"),
-        ("host", "cpu_system_pct"), ("host", "job_cpu_pct")}
+        recording.host_tier_columns(
+            width, plan.origin_ns, end, metrics=[m.field for m in HOST_METRICS]
+        ),
+        lambda part: "host",
+        HOST_METRICS,
+    )
+    assert (
+        set(from_tiers.series)
+        == set(from_samples.series)
+        == set(from_columns.series)
+        == {
+            (0, "util_gpu_pct"),
+            (0, "memory_used_bytes"),
+            (0, "power_mw"),
+            (0, "pcie_rx_kbps"),
+            ("host", "cpu_system_pct"),
+            ("host", "job_cpu_pct"),
+        }
+    )
     for key, expected in from_samples.series.items():
         for got in (from_tiers.series[key], from_columns.series[key]):
             assert list(got.counts) == list(expected.counts), key
-            assert all(math.isclose(a, b) for a, b in zip(got.sums, expected.sums,
-                                                          strict=True)), key
+            assert all(math.isclose(a, b) for a, b in zip(got.sums, expected.sums, strict=True)), (
+                key
+            )
             assert list(got.mins) == list(expected.mins)
             assert list(got.maxs) == list(expected.maxs)
         assert list(from_columns.series[key].sums) == list(from_tiers.series[key].sums)
@@ -221,8 +260,9 @@ def test_buckets_take_columns_as_they_take_summaries() -> None:
             lows = [rng.uniform(0, 50) if c else None for c in counts]
             highs = [low + rng.uniform(0, 50) if low is not None else None for low in lows]
             by_columns.add_columns(indices, counts, totals, lows, highs)
-            for index, count, total, low, high in zip(indices, counts, totals, lows, highs,
-                                                      strict=True):
+            for index, count, total, low, high in zip(
+                indices, counts, totals, lows, highs, strict=True
+            ):
                 if count and 0 <= index < 40:
                     by_one.add_summary(index, count, total, low, high)
         assert list(by_columns.counts) == list(by_one.counts)
@@ -237,12 +277,16 @@ def test_quantize_and_coarser_tiers_match_their_definitions() -> None:
         n = rng.randrange(1, 300)
         counts = [rng.choice((0, 1, 3)) for _ in range(n)]
         low = rng.uniform(-10, 10)
-        values = [rng.uniform(low, low + 50) if c else rng.choice((0.0, math.inf, -math.inf))
-                  for c in counts]
+        values = [
+            rng.uniform(low, low + 50) if c else rng.choice((0.0, math.inf, -math.inf))
+            for c in counts
+        ]
         scale = Scale.for_range(low, low + 50, integral=False)
         factor = 1.0 / scale.step  # byte = round((value - low) / step), held to 0..qmax
-        want = bytes(MISSING if not c else max(0, min(scale.qmax, round((v - low) * factor)))
-                     for v, c in zip(values, counts, strict=True))
+        want = bytes(
+            MISSING if not c else max(0, min(scale.qmax, round((v - low) * factor)))
+            for v, c in zip(values, counts, strict=True)
+        )
         assert scale.quantize(values, counts) == want
         buckets = Buckets(n)
         for index, (value, count) in enumerate(zip(values, counts, strict=True)):

@@ -14,8 +14,16 @@ from gpuwhy.model import JSON_SCHEMA_VERSION
 from gpuwhy.report import json_report
 
 GiB = 2**30
-CONTRACT_KEYS = {"schema_version", "command", "exit_code", "duration_s", "environment",
-                 "devices", "phases", "findings"}
+CONTRACT_KEYS = {
+    "schema_version",
+    "command",
+    "exit_code",
+    "duration_s",
+    "environment",
+    "devices",
+    "phases",
+    "findings",
+}
 PHASE_KEYS = {"time_s", "share", "steps", "step_time_s", "data_wait_fraction", "gpu_util"}
 FINDING_KEYS = {"code", "severity", "title", "evidence", "fix", "speedup", "speedup_method"}
 
@@ -47,8 +55,9 @@ def test_every_report_validates_against_the_schema(tmp_path: Path, make: object)
     with make(tmp_path / "r.db").close() as recording:  # type: ignore[operator]
         report = json_report.to_dict(diagnose(recording))
     jsonschema.Draft202012Validator.check_schema(json_report.schema())
-    jsonschema.validate(report, json_report.schema(),
-                        format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    jsonschema.validate(
+        report, json_report.schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
     assert set(report) >= CONTRACT_KEYS
     assert report["schema_version"] == JSON_SCHEMA_VERSION
     assert json.loads(json.dumps(report)) == report  # plain JSON, no NaN

@@ -35,8 +35,13 @@ def _plain(width: int) -> tuple[Console, io.StringIO]:
 
 
 def _input_bound_gpu_run(path: Path, framework: str = "keras") -> Run:
-    run = Run(path, duration_s=12, devices=[H100], environment=GPU_OK_ENV,
-              command=["python", "train.py", "--epochs", "1"])
+    run = Run(
+        path,
+        duration_s=12,
+        devices=[H100],
+        environment=GPU_OK_ENV,
+        command=["python", "train.py", "--epochs", "1"],
+    )
     end = run.steps("train", 1, 100, 0.04, wait_s=0.06)
     run.phase("train", 1, end).phase("validation", end, 12)
     run.steps("validation", end, 5, 0.1)
@@ -50,8 +55,9 @@ def _input_bound_gpu_run(path: Path, framework: str = "keras") -> Run:
 
 
 def _healthy_gpu_run(path: Path) -> Run:
-    run = Run(path, duration_s=10, devices=[H100], environment=GPU_OK_ENV,
-              command=["python", "train.py"])
+    run = Run(
+        path, duration_s=10, devices=[H100], environment=GPU_OK_ENV, command=["python", "train.py"]
+    )
     end = run.steps("train", 1, 100, 0.08)
     run.phase("train", 1, end)
     run.gpu(0, 1, end, util_gpu_pct=97, job_memory_bytes=GiB)
@@ -169,8 +175,7 @@ def test_phase_names_are_text_not_markup(tmp_path: Path) -> None:
 
 
 def test_several_gpus_give_their_range_in_the_verdict(tmp_path: Path) -> None:
-    run = Run(tmp_path / "r.db", duration_s=10, devices=[H100, device(1)],
-              environment=GPU_OK_ENV)
+    run = Run(tmp_path / "r.db", duration_s=10, devices=[H100, device(1)], environment=GPU_OK_ENV)
     end = run.steps("train", 1, 100, 0.08)
     run.phase("train", 1, end)
     run.gpu(0, 1, end, util_gpu_pct=95, job_memory_bytes=GiB)

@@ -86,6 +86,7 @@ def test_unknown_attribute_is_an_attribute_error() -> None:
         gpuwhy.nope  # noqa: B018
 
 
+@pytest.mark.slow
 def test_monitor_sees_a_keras_fit_without_a_callback(tmp_path: Path) -> None:
     """The auto-instrumentation comes with monitor(), as under `gpuwhy run`."""
     code = (

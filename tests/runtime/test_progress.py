@@ -67,8 +67,9 @@ def test_ranks_are_averaged_not_added() -> None:
         for i in range(4):
             start = 1000 + 100 * i
             meter.observe(Span("train", SpanKind.WAIT, start * MS, (start + wait_ms) * MS, pid=pid))
-            meter.observe(Span("train", SpanKind.STEP, (start + wait_ms) * MS,
-                               (start + 100) * MS, pid=pid))
+            meter.observe(
+                Span("train", SpanKind.STEP, (start + wait_ms) * MS, (start + 100) * MS, pid=pid)
+            )
     progress = meter.progress(now_ns=1400 * MS)
     assert progress.wait_share == pytest.approx(0.30)  # mean of 50 % and 10 %
     assert progress.steps_per_s == pytest.approx(10.0)  # not 20: the ranks step together

@@ -15,8 +15,16 @@ from gpuwhy.recording.reader import Recording
 from gpuwhy.runtime.session import Session
 from gpuwhy.wire import encode
 
-RUN_META = {"gpuwhy_version", "start_wall_s", "start_ns", "end_ns", "exit_code", "hostname",
-            "interval_s", "dropped"}
+RUN_META = {
+    "gpuwhy_version",
+    "start_wall_s",
+    "start_ns",
+    "end_ns",
+    "exit_code",
+    "hostname",
+    "interval_s",
+    "dropped",
+}
 
 
 def test_session_records_samples_and_spans_and_finalises(tmp_path: Path) -> None:

@@ -40,8 +40,9 @@ def spawn() -> Iterator:
     started: list[subprocess.Popen[str]] = []
 
     def run(code: str) -> subprocess.Popen[str]:
-        child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         started.append(child)
         return child
 
@@ -72,8 +73,13 @@ def _tree_pid(stdout) -> int:
     return int(next(line for line in lines if line != "ready"))
 
 
-def _measure_spin(source: HostSource, stdin, stdout, *, ready: bool = False,
-                  ) -> tuple[HostSample, float]:
+def _measure_spin(
+    source: HostSource,
+    stdin,
+    stdout,
+    *,
+    ready: bool = False,
+) -> tuple[HostSample, float]:
     """Let the spinner burn CPU_S between two reads; (sample, CPU seconds the sample implies)."""
     if not ready:
         assert stdout.readline().strip() == "ready"
@@ -112,8 +118,9 @@ def test_the_whole_process_tree_is_the_job(spawn) -> None:
     tracker = JobTracker(parent.pid)
     assert tracker.pids() == {parent.pid, grandchild}
     # The grandchild inherited the parent's pipes: it reads "go" from the same stdin.
-    sample, cpu_s = _measure_spin(HostSource(tracker, interval_s=0), parent.stdin, parent.stdout,
-                                  ready=True)
+    sample, cpu_s = _measure_spin(
+        HostSource(tracker, interval_s=0), parent.stdin, parent.stdout, ready=True
+    )
     assert sample.job_processes == 2
     assert CPU_S * 0.9 <= cpu_s <= CPU_S + 0.15, cpu_s  # the grandchild's CPU is the job's
 
@@ -135,10 +142,12 @@ def test_orphans_of_an_exited_root_stay_in_the_job(spawn) -> None:
 
 def test_the_tree_is_walked_at_most_every_refresh_interval(spawn) -> None:
     # The parent starts its child only when told, so the tree's change is at a known moment.
-    parent = spawn("import subprocess, sys, time\n"
-                   "sys.stdin.readline()\n"
-                   "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-                   "print(p.pid, flush=True); p.wait()\n")
+    parent = spawn(
+        "import subprocess, sys, time\n"
+        "sys.stdin.readline()\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(p.pid, flush=True); p.wait()\n"
+    )
     now = [0]
     tracker = JobTracker(parent.pid, refresh_s=1.0, clock=lambda: now[0])
     assert tracker.pids() == {parent.pid}

@@ -14,15 +14,18 @@ from gpuwhy.telemetry.sampler import Sampler
 T = nd.TimeDomain
 
 
-@pytest.mark.parametrize(("code", "problem", "words"), [
-    (12, nd.NvmlProblem.NO_LIBRARY, "no NVIDIA driver"),
-    (9, nd.NvmlProblem.DRIVER_NOT_LOADED, "kernel driver is not loaded"),
-    (28, nd.NvmlProblem.NO_GPU, "finds no GPU"),
-    (18, nd.NvmlProblem.VERSION_MISMATCH, "different versions"),
-    (13, nd.NvmlProblem.VERSION_MISMATCH, "too old"),
-    (4, nd.NvmlProblem.NO_PERMISSION, "not allowed"),
-    (999, nd.NvmlProblem.OTHER, "NVML failed to start"),
-])
+@pytest.mark.parametrize(
+    ("code", "problem", "words"),
+    [
+        (12, nd.NvmlProblem.NO_LIBRARY, "no NVIDIA driver"),
+        (9, nd.NvmlProblem.DRIVER_NOT_LOADED, "kernel driver is not loaded"),
+        (28, nd.NvmlProblem.NO_GPU, "finds no GPU"),
+        (18, nd.NvmlProblem.VERSION_MISMATCH, "different versions"),
+        (13, nd.NvmlProblem.VERSION_MISMATCH, "too old"),
+        (4, nd.NvmlProblem.NO_PERMISSION, "not allowed"),
+        (999, nd.NvmlProblem.OTHER, "NVML failed to start"),
+    ],
+)
 def test_init_errors_are_classified_from_real_pynvml_exceptions(code, problem, words) -> None:
     error = pynvml.NVMLError(code)  # pynvml maps the code to its own subclass
     assert isinstance(error, pynvml.NVMLError) and error.value == code
@@ -114,8 +117,11 @@ def test_gpm_percent_becomes_clamped_permille() -> None:
 
 
 def test_job_usage_sums_the_job_processes_only() -> None:
-    procs = [nd.GpuProcess(10, 2 << 30, 60), nd.GpuProcess(11, 1 << 30, 30),
-             nd.GpuProcess(99, 5 << 30, 10)]
+    procs = [
+        nd.GpuProcess(10, 2 << 30, 60),
+        nd.GpuProcess(11, 1 << 30, 30),
+        nd.GpuProcess(99, 5 << 30, 10),
+    ]
     visible = {10: True, 11: True, 99: True}
     assert nd.job_usage(procs, frozenset({10, 11, 12}), visible) == (3 << 30, 90)
     assert nd.job_usage(procs, frozenset({12}), visible) == (0, 0)  # job not on this GPU

@@ -107,8 +107,9 @@ def test_a_failing_source_is_degraded_once_and_the_others_go_on() -> None:
 def test_unavailable_and_unopenable_sources_are_reported_not_raised() -> None:
     records: list[Record] = []
     good = Counter("good")
-    sampler = Sampler([Unavailable("nvml"), OpenFails("broken"), good], records.append,
-                      clock=_clock())
+    sampler = Sampler(
+        [Unavailable("nvml"), OpenFails("broken"), good], records.append, clock=_clock()
+    )
     assert [d.name for d in sampler.open_sources()] == ["constructed good"]
     assert sampler.unavailable == {"nvml": "no driver here"}
     assert sampler.degraded == {"broken": "OSError: device busy"}

@@ -83,8 +83,17 @@ class _Acc:
     (hours at 10 Hz on 8 GPUs are millions), so it avoids an object or a call per field.
     """
 
-    __slots__ = ("buffered_n", "buffered_total", "counts", "job_memory_max", "memory_max",
-                 "reason_samples", "reasons", "samples", "totals")
+    __slots__ = (
+        "buffered_n",
+        "buffered_total",
+        "counts",
+        "job_memory_max",
+        "memory_max",
+        "reason_samples",
+        "reasons",
+        "samples",
+        "totals",
+    )
 
     def __init__(self) -> None:
         self.samples = 0
@@ -151,16 +160,14 @@ class _Segments:
         points = sorted({p for window in sets.values() for i in window.intervals for p in i})
         self.points = points
         self.keys: list[tuple[str, ...]] = [
-            tuple(name for name, window in sets.items() if start in window)
-            for start in points[:-1]
+            tuple(name for name, window in sets.items() if start in window) for start in points[:-1]
         ]
         self._index = 0
 
 
-
-
-def segment_windows(windows: Mapping[str, Iterable[Interval]],
-                    ) -> tuple[list[int], list[tuple[str, ...]]]:
+def segment_windows(
+    windows: Mapping[str, Iterable[Interval]],
+) -> tuple[list[int], list[tuple[str, ...]]]:
     """The run cut at every window boundary: the sorted cut points, and for each segment
     between consecutive points the names of the windows it lies in."""
     segments = _Segments({name: IntervalSet(intervals) for name, intervals in windows.items()})
@@ -170,11 +177,19 @@ def segment_windows(windows: Mapping[str, Iterable[Interval]],
 class _Summaries(Protocol):
     """The part of `Recording` the summary path reads: exact per-GPU summaries of time segments."""
 
-    def gpu_segments(self, bounds_ns: Sequence[int], device: int | None = None,
-                     metrics: Collection[str] | None = None) -> Sequence[Mapping[int, Any]]: ...
+    def gpu_segments(
+        self,
+        bounds_ns: Sequence[int],
+        device: int | None = None,
+        metrics: Collection[str] | None = None,
+    ) -> Sequence[Mapping[int, Any]]: ...
 
-    def util_segments(self, bounds_ns: Sequence[int], device: int | None = None,
-                      metrics: Collection[str] | None = None) -> Sequence[Mapping[int, Any]]: ...
+    def util_segments(
+        self,
+        bounds_ns: Sequence[int],
+        device: int | None = None,
+        metrics: Collection[str] | None = None,
+    ) -> Sequence[Mapping[int, Any]]: ...
 
 
 def _from_bucket(bucket: Any) -> _Acc:

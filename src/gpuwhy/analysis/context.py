@@ -65,7 +65,7 @@ class RunContext:
         return self.gpu.get(ACTIVE) or self.gpu.get(RUN, {})
 
     def training_phase(self) -> PhaseStats | None:
-        """"train" if recorded, else the named phase with the most steps (a user's own name)."""
+        """ "train" if recorded, else the named phase with the most steps (a user's own name)."""
         if TRAIN in self.phases:
             return self.phases[TRAIN]
         stepped = [p for p in self.named_phases if p.steps > 0]

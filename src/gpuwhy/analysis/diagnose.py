@@ -26,6 +26,7 @@ from gpuwhy.redact import command_is_raw, recorded_command
 if TYPE_CHECKING:
     from gpuwhy.recording.reader import Recording
 
+
 @dataclass(frozen=True)
 class DeviceStats:
     """One GPU over the run: what it is and how the job used it while the phases ran."""
@@ -110,8 +111,10 @@ def _event_facts(events: Iterable[Event]) -> _EventFacts:
     return facts
 
 
-def _with_gpu(phases: dict[str, PhaseStats], gpu: Mapping[str, Mapping[int, GpuWindowStats]],
-              ) -> dict[str, PhaseStats]:
+def _with_gpu(
+    phases: dict[str, PhaseStats],
+    gpu: Mapping[str, Mapping[int, GpuWindowStats]],
+) -> dict[str, PhaseStats]:
     result = {}
     for name, phase in phases.items():
         during = gpu.get(name, {})
@@ -121,8 +124,10 @@ def _with_gpu(phases: dict[str, PhaseStats], gpu: Mapping[str, Mapping[int, GpuW
     return result
 
 
-def _devices(devices: Sequence[DeviceInfo], gpu: Mapping[str, Mapping[int, GpuWindowStats]],
-             ) -> list[DeviceStats]:
+def _devices(
+    devices: Sequence[DeviceInfo],
+    gpu: Mapping[str, Mapping[int, GpuWindowStats]],
+) -> list[DeviceStats]:
     whole = gpu.get(RUN, {})
     active = gpu.get(ACTIVE) or whole
     result = []
@@ -139,8 +144,7 @@ def _devices(devices: Sequence[DeviceInfo], gpu: Mapping[str, Mapping[int, GpuWi
                 job_memory_max_bytes=run_stats.job_memory_max_bytes if run_stats else None,
                 job_share=stats.job_share if stats else None,
                 job_seen=run_stats.job_seen if run_stats else None,
-                link_bytes_per_s=link_bandwidth_bytes_per_s(info.pcie_gen_max,
-                                                            info.pcie_width_max),
+                link_bytes_per_s=link_bandwidth_bytes_per_s(info.pcie_gen_max, info.pcie_width_max),
             )
         )
     return result

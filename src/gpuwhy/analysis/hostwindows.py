@@ -20,8 +20,10 @@ class _HostSegments(Protocol):
     def host_segments(self, bounds_ns: Sequence[int]) -> Sequence[Any]: ...
 
 
-def host_window_stats(windows: Mapping[str, Iterable[Interval]], recording: _HostSegments,
-                      ) -> dict[str, HostStats]:
+def host_window_stats(
+    windows: Mapping[str, Iterable[Interval]],
+    recording: _HostSegments,
+) -> dict[str, HostStats]:
     """window name -> the host samples inside it, summarised; windows without any left out."""
     points, keys = segment_windows(windows)
     sums: dict[str, list[float]] = {name: [0, 0.0, 0, 0.0, 0] for name in windows}

@@ -87,8 +87,9 @@ class SortedRuns:
 
     __slots__ = ("_prefix", "ends", "starts")
 
-    def __init__(self, starts: Sequence[int], ends: Sequence[int], *,
-                 checked: bool = False) -> None:
+    def __init__(
+        self, starts: Sequence[int], ends: Sequence[int], *, checked: bool = False
+    ) -> None:
         """``starts``/``ends`` of intervals sorted by start; overlapping ones are merged.
         `checked`: the caller knows them disjoint (`disjoint`), no check again."""
         if not checked and not disjoint(starts, ends):
@@ -121,17 +122,25 @@ class SortedRuns:
         stops = map(functools.partial(bisect.bisect_left, self.starts), other.ends)
         prefix, starts, ends = self._prefix, self.starts, self.ends
         total = 0
-        for start, end, first, stop in zip(other.starts, other.ends, firsts, stops,
-                                           strict=False):  # the searches are lazy maps
+        for start, end, first, stop in zip(
+            other.starts, other.ends, firsts, stops, strict=False
+        ):  # the searches are lazy maps
             if first < stop:
                 head, tail = start - starts[first], ends[stop - 1] - end
-                total += (prefix[stop] - prefix[first] - (head if head > 0 else 0)
-                          - (tail if tail > 0 else 0))
+                total += (
+                    prefix[stop]
+                    - prefix[first]
+                    - (head if head > 0 else 0)
+                    - (tail if tail > 0 else 0)
+                )
         return total
 
 
 def disjoint(starts: Sequence[int], ends: Sequence[int]) -> bool:
     """Sorted by start, each ending no later than the next starts, none reversed (C-speed)."""
     following = itertools.islice(starts, 1, None)
-    return (all(map(operator.le, ends, following)) and all(map(operator.le, starts, ends))
-            and len(starts) == len(ends))
+    return (
+        all(map(operator.le, ends, following))
+        and all(map(operator.le, starts, ends))
+        and len(starts) == len(ends)
+    )

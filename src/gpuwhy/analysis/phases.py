@@ -135,8 +135,10 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
     steps = max((runs.step_count() for runs in entry.steps.values()), default=0)
     p50, p95 = step_percentiles(entry.steps.values(), (0.50, 0.95))
     pids = set(entry.steps) | set(entry.waits)
-    waits = {pid: wait_runs(entry.waits[pid]) if pid in entry.waits else SortedRuns([], [])
-             for pid in pids}
+    waits = {
+        pid: wait_runs(entry.waits[pid]) if pid in entry.waits else SortedRuns([], [])
+        for pid in pids
+    }
     waits_ns = [waited_ns(waits[pid], extent) for pid in pids]
     wait_ns = sum(waits_ns) / len(waits_ns) if waits_ns else 0.0
     gaps_ns = [step_gaps_ns(entry.steps[pid], waits[pid], extent) for pid in entry.steps]
@@ -169,32 +171,39 @@ class _SpanSource(Protocol):
     def span_columns(self, kind: SpanKind | None = None) -> Iterable[SpanColumns]: ...
 
 
-def recording_phase_stats(recording: _SpanSource, run_start_ns: int, run_end_ns: int,
-                          ) -> dict[str, PhaseStats]:
+def recording_phase_stats(
+    recording: _SpanSource,
+    run_start_ns: int,
+    run_end_ns: int,
+) -> dict[str, PhaseStats]:
     """Named phases in order of first appearance, then "data_wait" (if any) and "other", from
     every span of a recording read as stored columns (a day's million steps: a few seconds and
     tens of MB, where an object per span would take minutes and a GB)."""
     return _from_collected(_collect_columns(recording.span_columns()), run_start_ns, run_end_ns)
 
 
-def _from_collected(by_phase: dict[str, _PhaseSpans], run_start_ns: int, run_end_ns: int,
-                    ) -> dict[str, PhaseStats]:
+def _from_collected(
+    by_phase: dict[str, _PhaseSpans],
+    run_start_ns: int,
+    run_end_ns: int,
+) -> dict[str, PhaseStats]:
     run_ns = max(run_end_ns - run_start_ns, 0)
     ordered = sorted(by_phase.items(), key=lambda item: item[1].first_ns or 0)
-    phases = {
-        name: _phase_stats(name, entry, run_ns)
-        for name, entry in ordered
-        if name
-    }
-    step_starts = [runs.ordered().starts for entry in by_phase.values()
-                   for runs in entry.steps.values() if len(runs)]
+    phases = {name: _phase_stats(name, entry, run_ns) for name, entry in ordered if name}
+    step_starts = [
+        runs.ordered().starts
+        for entry in by_phase.values()
+        for runs in entry.steps.values()
+        if len(runs)
+    ]
     for name, phase in phases.items():
         phases[name] = replace(phase, resume_s=_resume(phase.intervals, step_starts))
     return with_pseudo_phases(phases, run_start_ns, run_end_ns)
 
 
-def with_pseudo_phases(phases: dict[str, PhaseStats], run_start_ns: int, run_end_ns: int
-                       ) -> dict[str, PhaseStats]:
+def with_pseudo_phases(
+    phases: dict[str, PhaseStats], run_start_ns: int, run_end_ns: int
+) -> dict[str, PhaseStats]:
     """`phases` plus `data_wait` (all wait, part of the phases it falls in) and `other` (the
     run's time in no phase)."""
     run_ns = max(run_end_ns - run_start_ns, 0)
@@ -233,8 +242,10 @@ def with_pseudo_phases(phases: dict[str, PhaseStats], run_start_ns: int, run_end
     return phases
 
 
-def _resume(intervals: Sequence[Interval], step_starts: Sequence[Sequence[int]],
-            ) -> tuple[float, ...]:
+def _resume(
+    intervals: Sequence[Interval],
+    step_starts: Sequence[Sequence[int]],
+) -> tuple[float, ...]:
     """For each interval, seconds from its end to the first step starting after it (0 if none,
     or if the phase itself comes back first)."""
     gaps = []

@@ -83,8 +83,10 @@ class Runs:
         return sum(self.weights())
 
 
-def step_percentiles(runs: Iterable[Runs], quantiles: Sequence[float],
-                     ) -> list[float | None]:
+def step_percentiles(
+    runs: Iterable[Runs],
+    quantiles: Sequence[float],
+) -> list[float | None]:
     """Nearest-rank percentiles of the time per step, in seconds, over every span of `runs`
     (a span of N steps weighs N at its average step time) — `phases.weighted_percentile`'s
     result, from one sort of the durations instead of a tuple per span."""
@@ -92,17 +94,20 @@ def step_percentiles(runs: Iterable[Runs], quantiles: Sequence[float],
     if not runs:
         return [None] * len(quantiles)
     if all(r.counts is None for r in runs):
-        durations = sorted(itertools.chain.from_iterable(
-            map(operator.sub, r.ends, r.starts) for r in runs))
+        durations = sorted(
+            itertools.chain.from_iterable(map(operator.sub, r.ends, r.starts) for r in runs)
+        )
         total = len(durations)
         # The first rank whose running weight reaches q × total, as weighted_percentile walks.
-        return [durations[min(max(math.ceil(q * total), 1), total) - 1] / 1 / NS_PER_S
-                for q in quantiles]
+        return [
+            durations[min(max(math.ceil(q * total), 1), total) - 1] / 1 / NS_PER_S
+            for q in quantiles
+        ]
     pairs = sorted(
         (duration / weight / NS_PER_S, weight)
         for r in runs
-        for duration, weight in zip(map(operator.sub, r.ends, r.starts), r.weights(),
-                                    strict=True))
+        for duration, weight in zip(map(operator.sub, r.ends, r.starts), r.weights(), strict=True)
+    )
     weights = list(itertools.accumulate(weight for _, weight in pairs))
     result: list[float | None] = []
     for q in quantiles:
@@ -155,12 +160,17 @@ def _apart(waits: SortedRuns, starts: Sequence[int], ends: Sequence[int]) -> boo
         return True
     wait_starts, wait_ends = waits.starts, waits.ends
     # The usual timeline alternates: each step's wait right before it (or right after it).
-    if len(wait_starts) == len(starts) and all(map(operator.le, wait_ends, starts)) and all(
-            map(operator.le, ends, itertools.islice(wait_starts, 1, None))):
+    if (
+        len(wait_starts) == len(starts)
+        and all(map(operator.le, wait_ends, starts))
+        and all(map(operator.le, ends, itertools.islice(wait_starts, 1, None)))
+    ):
         return True
-    if len(wait_starts) in (len(starts), len(starts) - 1) and all(
-            map(operator.le, ends, wait_starts)) and all(
-            map(operator.le, wait_ends, itertools.islice(starts, 1, None))):
+    if (
+        len(wait_starts) in (len(starts), len(starts) - 1)
+        and all(map(operator.le, ends, wait_starts))
+        and all(map(operator.le, wait_ends, itertools.islice(starts, 1, None)))
+    ):
         return True
     # Otherwise, merged: the i-th smallest end never passes the next smallest start.
     all_starts = sorted(itertools.chain(wait_starts, starts))
@@ -168,27 +178,37 @@ def _apart(waits: SortedRuns, starts: Sequence[int], ends: Sequence[int]) -> boo
     return all(map(operator.le, all_ends, itertools.islice(all_starts, 1, None)))
 
 
-def _gaps_outside(starts: Sequence[int], ends: Sequence[int], extent: Sequence[Interval],
-                  ) -> set[int]:
+def _gaps_outside(
+    starts: Sequence[int],
+    ends: Sequence[int],
+    extent: Sequence[Interval],
+) -> set[int]:
     """Indices k of the gaps [ends[k], starts[k + 1]) that reach outside the phase's intervals:
     those meeting a hole between them or the time before or after them."""
     if not extent:
         return set(range(len(starts) - 1))
-    holes = [(-(1 << 63), extent[0][0]), *((a[1], b[0]) for a, b in itertools.pairwise(extent)),
-             (extent[-1][1], 1 << 63)]
+    holes = [
+        (-(1 << 63), extent[0][0]),
+        *((a[1], b[0]) for a, b in itertools.pairwise(extent)),
+        (extent[-1][1], 1 << 63),
+    ]
     lengths = len(starts) - 1
     outside: set[int] = set()
     for low, high in holes:
         # Gaps are disjoint and sorted: those with end > low and start < high meet the hole.
         first = bisect.bisect_right(starts, low, 1) - 1  # gap k ends at starts[k + 1]
         stop = bisect.bisect_left(ends, high, 0, lengths)
-        outside.update(k for k in range(max(first, 0), stop)
-                       if starts[k + 1] > ends[k] and starts[k + 1] > low and ends[k] < high)
+        outside.update(
+            k
+            for k in range(max(first, 0), stop)
+            if starts[k + 1] > ends[k] and starts[k + 1] > low and ends[k] < high
+        )
     return outside
 
 
-def _step_gaps_slow(starts: Sequence[int], ends: Sequence[int], waits: SortedRuns,
-                    extent: Sequence[Interval]) -> int:
+def _step_gaps_slow(
+    starts: Sequence[int], ends: Sequence[int], waits: SortedRuns, extent: Sequence[Interval]
+) -> int:
     """The general case (steps overlapping each other or a wait): gap by gap."""
     ext_starts = [start for start, _ in extent]
     ext_ends = [end for _, end in extent]
@@ -209,13 +229,18 @@ def _step_gaps_slow(starts: Sequence[int], ends: Sequence[int], waits: SortedRun
     return max(gaps.total_ns - gaps.overlap_with_ns(waits), 0)
 
 
-def resume_ns(intervals: Sequence[Interval], step_starts: Sequence[Sequence[int]],
-              ) -> list[int | None]:
+def resume_ns(
+    intervals: Sequence[Interval],
+    step_starts: Sequence[Sequence[int]],
+) -> list[int | None]:
     """For each interval, ns from its end to the first step (of any phase) starting at or after
     it, or None if none does. `step_starts`: sorted start arrays."""
     result: list[int | None] = []
     for _, end in intervals:
-        firsts = [starts[i] for starts in step_starts
-                  if (i := bisect.bisect_left(starts, end)) < len(starts)]
+        firsts = [
+            starts[i]
+            for starts in step_starts
+            if (i := bisect.bisect_left(starts, end)) < len(starts)
+        ]
         result.append(min(firsts) - end if firsts else None)
     return result

@@ -39,18 +39,25 @@ def register(subparsers: Any) -> None:
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
-        "--python", metavar="PATH",
+        "--python",
+        metavar="PATH",
         help="the interpreter whose frameworks to check (default: the one running gpuwhy)",
     )
     source.add_argument(
-        "--from", dest="from_file", metavar="FILE",
+        "--from",
+        dest="from_file",
+        metavar="FILE",
         help="re-run the rules on facts saved with --save instead of probing this machine",
     )
-    parser.add_argument("--json", action="store_true",
-                        help='print {"schema_version", "facts", "findings"} as JSON')
+    parser.add_argument(
+        "--json", action="store_true", help='print {"schema_version", "facts", "findings"} as JSON'
+    )
     parser.add_argument("--save", metavar="FILE", help="write the facts to FILE (for a bug report)")
     parser.add_argument(
-        "--timeout", type=_positive_seconds, default=None, metavar="S",
+        "--timeout",
+        type=_positive_seconds,
+        default=None,
+        metavar="S",
         help=f"deadline for all probes in seconds (default {DEFAULT_TIMEOUT_S:g})",
     )
     parser.set_defaults(handler=_handle)

@@ -24,27 +24,47 @@ def _seconds(text: str) -> float:
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "export", help="export a recording as a trace (Perfetto / chrome://tracing)",
+        "export",
+        help="export a recording as a trace (Perfetto / chrome://tracing)",
         description="Write a recording as Chrome trace-event JSON: counters for every GPU and "
-                    "host metric, spans for phases and steps, events as instants. Open it at "
-                    "https://ui.perfetto.dev or chrome://tracing.",
+        "host metric, spans for phases and steps, events as instants. Open it at "
+        "https://ui.perfetto.dev or chrome://tracing.",
         epilog="Long recordings: with the default --resolution auto, a window of more than "
-               "about half an hour of 8 GPUs at 10 Hz gets its counters as 1-s means (up to "
-               "about 3.5 h of 8 GPUs) or 1-min means (longer), from the recording's stored "
-               "tiers, and more than 250,000 steps and input waits become two counters per "
-               "process (steps per second, %% of time waiting for input). The trace's "
-               "otherData says which. For every sample and span, export a window: e.g. "
-               "--start 3600 --end 4200.")
+        "about half an hour of 8 GPUs at 10 Hz gets its counters as 1-s means (up to "
+        "about 3.5 h of 8 GPUs) or 1-min means (longer), from the recording's stored "
+        "tiers, and more than 250,000 steps and input waits become two counters per "
+        "process (steps per second, %% of time waiting for input). The trace's "
+        "otherData says which. For every sample and span, export a window: e.g. "
+        "--start 3600 --end 4200.",
+    )
     parser.add_argument("recording", metavar="REC", help="a recording (.gpuwhy.db)")
-    parser.add_argument("--perfetto", metavar="FILE", required=True,
-                        help="where to write the trace JSON ('-' for standard output)")
-    parser.add_argument("--start", type=_seconds, metavar="S", default=None,
-                        help="export from S seconds after the run's start (default: its start)")
-    parser.add_argument("--end", type=_seconds, metavar="S", default=None,
-                        help="export up to S seconds after the run's start (default: its end)")
-    parser.add_argument("--resolution", choices=("auto", "raw", "1s", "1min"), default="auto",
-                        help="counters: every sample (raw: also every span, however many), "
-                             "1-s or 1-min means; auto picks by the window's size (default)")
+    parser.add_argument(
+        "--perfetto",
+        metavar="FILE",
+        required=True,
+        help="where to write the trace JSON ('-' for standard output)",
+    )
+    parser.add_argument(
+        "--start",
+        type=_seconds,
+        metavar="S",
+        default=None,
+        help="export from S seconds after the run's start (default: its start)",
+    )
+    parser.add_argument(
+        "--end",
+        type=_seconds,
+        metavar="S",
+        default=None,
+        help="export up to S seconds after the run's start (default: its end)",
+    )
+    parser.add_argument(
+        "--resolution",
+        choices=("auto", "raw", "1s", "1min"),
+        default="auto",
+        help="counters: every sample (raw: also every span, however many), "
+        "1-s or 1-min means; auto picks by the window's size (default)",
+    )
     parser.set_defaults(handler=_handle)
 
 
@@ -54,11 +74,15 @@ def _handle(args: argparse.Namespace) -> int:
 
     target = str(args.perfetto)
     if target != "-" and Path(target).resolve() == Path(args.recording).resolve():
-        raise UsageError("the trace would overwrite the recording",
-                         "give --perfetto another file name, e.g. trace.json")
+        raise UsageError(
+            "the trace would overwrite the recording",
+            "give --perfetto another file name, e.g. trace.json",
+        )
     if args.start is not None and args.end is not None and args.end <= args.start:
-        raise UsageError(f"--end {args.end:g} is not after --start {args.start:g}",
-                         "give a window that ends after it starts (seconds from the run's start)")
+        raise UsageError(
+            f"--end {args.end:g} is not after --start {args.start:g}",
+            "give a window that ends after it starts (seconds from the run's start)",
+        )
     with Recording.open(args.recording) as recording:  # RecordingError: one line, exit 2
         plan = trace_plan(recording, args.start, args.end, args.resolution)
         if target == "-":
@@ -69,23 +93,31 @@ def _handle(args: argparse.Namespace) -> int:
             # Written beside the target and renamed: a failed export never leaves half a file.
             handle, temp = tempfile.mkstemp(prefix=".gpuwhy-trace-", dir=folder)
         except OSError as error:
-            raise InputFileError(f"cannot write {target}: {error.strerror}",
-                                 "check that the folder exists and is writable") from error
+            raise InputFileError(
+                f"cannot write {target}: {error.strerror}",
+                "check that the folder exists and is writable",
+            ) from error
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 count = write_trace(recording, out, plan=plan)
             os.replace(temp, target)
         except OSError as error:
             Path(temp).unlink(missing_ok=True)
-            raise InputFileError(f"cannot write {target}: {error.strerror or error}",
-                                 "check free disk space and the path") from error
+            raise InputFileError(
+                f"cannot write {target}: {error.strerror or error}",
+                "check free disk space and the path",
+            ) from error
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
-    print(f"wrote {target}: {count:,} trace events — open it at https://ui.perfetto.dev "
-          "or chrome://tracing")
+    print(
+        f"wrote {target}: {count:,} trace events — open it at https://ui.perfetto.dev "
+        "or chrome://tracing"
+    )
     if plan.counter_width_ns or not plan.every_span:
         held = plan.describe()
-        print(f"  counters: {held['counters']}; spans: {held['spans']}.\n"
-              f"  For full detail, {held['full_detail']}.")
+        print(
+            f"  counters: {held['counters']}; spans: {held['spans']}.\n"
+            f"  For full detail, {held['full_detail']}."
+        )
     return 0

@@ -69,8 +69,10 @@ def parse(values: Sequence[str], command: str) -> FailOn | None:
     items = [item.strip() for value in values for item in value.split(",")]
     items = [item for item in items if item]
     if not items:
-        raise UsageError(f"{command}: --fail-on needs at least one finding code",
-                         f"e.g. --fail-on INPUT_BOUND,NOT_ON_GPU; valid: {_valid_text()}")
+        raise UsageError(
+            f"{command}: --fail-on needs at least one finding code",
+            f"e.g. --fail-on INPUT_BOUND,NOT_ON_GPU; valid: {_valid_text()}",
+        )
     valid = known_codes()
     codes: set[str] = set()
     severities: set[str] = set()
@@ -82,15 +84,23 @@ def parse(values: Sequence[str], command: str) -> FailOn | None:
         else:
             close = difflib.get_close_matches(item.upper(), valid, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise UsageError(f"{command}: --fail-on: unknown finding code {item!r}{hint}",
-                             f"valid: {_valid_text()}")
+            raise UsageError(
+                f"{command}: --fail-on: unknown finding code {item!r}{hint}",
+                f"valid: {_valid_text()}",
+            )
     if "warning" in severities:
         severities.add("error")  # "warning" means that severity or worse
     return FailOn(frozenset(codes), frozenset(severities))
 
 
-def exit_code(gate: FailOn | None, diagnosis: Any | None, problem: str | None,
-              stream: TextIO = sys.stderr, *, job_exit_code: int | None = None) -> int | None:
+def exit_code(
+    gate: FailOn | None,
+    diagnosis: Any | None,
+    problem: str | None,
+    stream: TextIO = sys.stderr,
+    *,
+    job_exit_code: int | None = None,
+) -> int | None:
     """Check the gate and say so on ``stream``; the exit code it asks for, or None if it passes.
 
     ``job_exit_code`` (run) is the command's own code: when it failed, that code wins and the

@@ -30,7 +30,8 @@ def register(subparsers: Any) -> None:
         "--json", action="store_true", help="write the report as JSON to stdout instead"
     )
     parser.add_argument(
-        "--html", metavar="FILE",
+        "--html",
+        metavar="FILE",
         help="also write the report as one self-contained HTML page (timeline included) to FILE",
     )
     fail_on.add_argument(parser)

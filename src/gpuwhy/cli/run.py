@@ -49,7 +49,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
     parser.add_argument(
-        "--html", metavar="FILE",
+        "--html",
+        metavar="FILE",
         help="also write the report as one self-contained HTML page (timeline included) to FILE",
     )
     parser.add_argument(
@@ -110,10 +111,16 @@ def _handle(args: argparse.Namespace) -> int:
     if not args.quiet:
         _say(stderr, f"recording to {record}")
     if _open_to_everyone(record.parent):
-        _say(stderr, f"note: {record.parent} is writable by every user of this machine: others "
-             "can see the recording there")
+        _say(
+            stderr,
+            f"note: {record.parent} is writable by every user of this machine: others "
+            "can see the recording there",
+        )
     options = JobOptions(
-        command=command, record=record, interval_s=interval, hooks=not args.no_hooks,
+        command=command,
+        record=record,
+        interval_s=interval,
+        hooks=not args.no_hooks,
         redact=not args.no_redact,
     )
     with FinishGuard() as guard:

@@ -76,9 +76,7 @@ def _container(root: str, environ: Mapping[str, str]) -> tuple[str | None, list[
     return kind, hints
 
 
-def probe_machine(
-    environ: Mapping[str, str] = os.environ, *, root: str = "/"
-) -> dict[str, Any]:
+def probe_machine(environ: Mapping[str, str] = os.environ, *, root: str = "/") -> dict[str, Any]:
     """Facts about the machine gpuwhy runs on. `root` lets tests point it at a prepared tree."""
     osrelease = _read_first_line(os.path.join(root, "proc", "sys", "kernel", "osrelease")) or ""
     dxg = os.path.exists(os.path.join(root, "dev", "dxg"))

@@ -85,8 +85,10 @@ class ProbeCache:
             (result or {}).get("probe") != "ok" for result in frameworks.values()
         ):
             return False
-        document = {"stored_epoch_s": time.time() if now is None else now,
-                    "frameworks": dict(frameworks)}
+        document = {
+            "stored_epoch_s": time.time() if now is None else now,
+            "frameworks": dict(frameworks),
+        }
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             fd, temporary = tempfile.mkstemp(dir=self.directory, suffix=".tmp")

@@ -57,14 +57,16 @@ _PHRASES: dict[str, Callable[[Finding], str]] = {
     codes.DRIVER_TOO_OLD: lambda f: (
         f"driver {f.evidence.get('driver_version')} too old for CUDA {f.evidence.get('build_cuda')}"
     ),
-    codes.MISSING_CUDA_LIBS: lambda f: "CUDA libraries missing"
-    + (f" ({', '.join(f.evidence['missing'])})" if f.evidence.get("missing") else ""),
+    codes.MISSING_CUDA_LIBS: lambda f: (
+        "CUDA libraries missing"
+        + (f" ({', '.join(f.evidence['missing'])})" if f.evidence.get("missing") else "")
+    ),
     codes.UNSUPPORTED_ARCH: lambda f: (
         f"GPU compute capability {f.evidence.get('compute_capability')} not in this build"
     ),
-    codes.CONFLICTING_PACKAGES: lambda f: "conflicting packages ("
-    + ", ".join(dict(f.evidence.get("distributions") or {}))
-    + ")",
+    codes.CONFLICTING_PACKAGES: lambda f: (
+        "conflicting packages (" + ", ".join(dict(f.evidence.get("distributions") or {})) + ")"
+    ),
     codes.MIG_NO_INSTANCES: lambda f: "MIG mode without instances",
     codes.FRAMEWORK_NO_GPU: lambda f: "it finds no GPU (see its log)",
     codes.FRAMEWORK_IMPORT_FAILED: lambda f: str(f.evidence.get("import_error"))[:120],
@@ -88,8 +90,11 @@ def _gpus(framework: str, probe: Mapping[str, Any]) -> list[str]:
     if framework == "torch":
         devices = probe.get("devices") or []
         return [str(d.get("name") or "GPU") for d in devices if isinstance(d, dict)]
-    return [str(d.get("kind") or "GPU") for d in probe.get("devices") or []
-            if isinstance(d, dict) and d.get("platform") in ("gpu", "cuda")]
+    return [
+        str(d.get("kind") or "GPU")
+        for d in probe.get("devices") or []
+        if isinstance(d, dict) and d.get("platform") in ("gpu", "cuda")
+    ]
 
 
 def _verdict(view: View, framework: str, findings: Sequence[Finding]) -> str:
@@ -107,8 +112,11 @@ def _verdict(view: View, framework: str, findings: Sequence[Finding]) -> str:
     gpus = _gpus(framework, probe) if probe.get("imported") else []
     if gpus:  # what the framework itself found is the ground truth
         count = f"{len(gpus)} GPU" + ("s" if len(gpus) > 1 else "")
-        problems = [f.code for f in sorted(mine, key=lambda f: f.severity.rank)
-                    if f.severity is not Severity.INFO]
+        problems = [
+            f.code
+            for f in sorted(mine, key=lambda f: f.severity.rank)
+            if f.severity is not Severity.INFO
+        ]
         tail = f" — with problems: {', '.join(dict.fromkeys(problems))}" if problems else ""
         return f"{label}: will use {count} ({', '.join(dict.fromkeys(gpus))}){tail}"
     if errors:

@@ -37,8 +37,12 @@ class phase(ContextDecorator):
             emitter.report_once("phase", f"phase hook failed: {error!r}")
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         try:
             if self._depth:
                 tracker.unwind(self._depth.pop(), tracker.clock())
@@ -65,8 +69,12 @@ class step:
     def __enter__(self) -> step:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         try:
             if self._exec_id is not None:
                 tracker.end_step(tracker.clock(), self._exec_id)
@@ -93,8 +101,12 @@ class wait:
         self._request = tracker.clock()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         delivered = tracker.clock()
         try:
             tracker.state().in_pull = False

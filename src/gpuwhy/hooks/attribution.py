@@ -81,8 +81,9 @@ class _Held:
 class Attributor:
     """Stateful converter from raw hook records to `Span`s; one per process, flusher-owned."""
 
-    def __init__(self, *, hold_ns: int = HOLD_NS,
-                 sync_interval_ns: int = SYNC_EVENT_INTERVAL_NS) -> None:
+    def __init__(
+        self, *, hold_ns: int = HOLD_NS, sync_interval_ns: int = SYNC_EVENT_INTERVAL_NS
+    ) -> None:
         self.hold_ns = hold_ns
         self.sync_interval_ns = sync_interval_ns
         self._syncs: dict[str, list[int]] = {}  # phase -> [syncs, steps that synced, last t]
@@ -96,8 +97,13 @@ class Attributor:
         self._unknown: set[str] = set()
 
     def feed(
-        self, items: list[Any], graph_pulls: list[tuple[int, int]], now_ns: int, pid: int,
-        *, counts: bool = False,
+        self,
+        items: list[Any],
+        graph_pulls: list[tuple[int, int]],
+        now_ns: int,
+        pid: int,
+        *,
+        counts: bool = False,
     ) -> list[Span | Event]:
         """Convert `items`; `graph_pulls` are the in-graph pulls polled after `items` drained.
 
@@ -153,8 +159,12 @@ class Attributor:
 
     def _sync_events(self, now_ns: int | None, pid: int) -> list[Event]:
         events = [
-            Event(t_ns, SYNC_EVENT, "device-to-host synchronisations",
-                  {"phase": phase, "count": syncs, "steps": steps, "pid": pid})
+            Event(
+                t_ns,
+                SYNC_EVENT,
+                "device-to-host synchronisations",
+                {"phase": phase, "count": syncs, "steps": steps, "pid": pid},
+            )
             for phase, (syncs, steps, t_ns) in self._syncs.items()
         ]
         self._syncs.clear()
@@ -198,8 +208,7 @@ class Attributor:
         busy = self._busy.pop((exec_id, pulls[0][0]), 0)
         for r, _ in pulls[1:]:
             self._busy.pop((exec_id, r), None)
-        wait_ns = self._exposed_wait(phase, pulls, self._done.get(prev, None), exec_id, mode,
-                                     busy)
+        wait_ns = self._exposed_wait(phase, pulls, self._done.get(prev, None), exec_id, mode, busy)
         if wait_ns is None:
             if phase not in self._unknown:
                 self._unknown.add(phase)

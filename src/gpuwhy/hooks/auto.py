@@ -51,8 +51,9 @@ class PostImportFinder(importlib.abc.MetaPathFinder):
         self.watched = frozenset(watched)
         self._busy: set[str] = set()
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
-                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in self.watched or fullname in self._busy:
             return None  # the common case: one set lookup per import
         self._busy.add(fullname)
@@ -67,8 +68,9 @@ class PostImportFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _find_elsewhere(skip: object, fullname: str, path: Sequence[str] | None,
-                    target: ModuleType | None) -> importlib.machinery.ModuleSpec | None:
+def _find_elsewhere(
+    skip: object, fullname: str, path: Sequence[str] | None, target: ModuleType | None
+) -> importlib.machinery.ModuleSpec | None:
     for finder in list(sys.meta_path):
         if finder is skip or isinstance(finder, PostImportFinder):
             continue

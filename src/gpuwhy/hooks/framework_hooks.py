@@ -47,6 +47,7 @@ def install_torch() -> None:
     if base is None:
         emitter.report_once("torch", "DataLoader not hooked: module layout changed")
     else:
+
         def make(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             @functools.wraps(original)
             def __next__(self: Any) -> Any:

@@ -50,8 +50,7 @@ def _busy(check: Callable[[], bool], bit: int) -> int:
         return 0
 
 
-def _record(source: object, request: int, delivery: int, ok: bool, force: bool, busy: int
-            ) -> None:
+def _record(source: object, request: int, delivery: int, ok: bool, force: bool, busy: int) -> None:
     try:
         tracker.pull(source, request, delivery, ok, force=force, busy=busy)
     except Exception as error:  # never into the user's loop

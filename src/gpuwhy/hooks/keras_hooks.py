@@ -125,8 +125,9 @@ class KerasSpans:
         if in_graph_loop or (source & SRC_HOST and self._backend == "jax"):
             mode |= OVERLAP  # the next batch is requested while this one computes
         spe = self._steps_per_execution
-        exec_id = tracker.begin_step(t, steps=spe, expected=spe if source & SRC_HOST else None,
-                                     mode=mode)
+        exec_id = tracker.begin_step(
+            t, steps=spe, expected=spe if source & SRC_HOST else None, mode=mode
+        )
         execs = self._execs.setdefault(phase, {})
         execs[batch] = exec_id
         if len(execs) > _EXECS_KEPT:  # batch ends that never came (an exception, a stop)

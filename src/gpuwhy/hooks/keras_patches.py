@@ -63,19 +63,21 @@ def _wrap_loop(original: Callable[..., Any], *, base: type) -> Callable[..., Any
     return loop
 
 
-def _with_callback(args: tuple[Any, ...], kwargs: dict[str, Any], position: int, base: type
-                   ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _with_callback(
+    args: tuple[Any, ...], kwargs: dict[str, Any], position: int, base: type
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     in_args = 0 <= position < len(args)
     given = args[position] if in_args else kwargs.get("callbacks")
-    if isinstance(getattr(given, "callbacks", None), list) or \
-            not (given is None or isinstance(given, (list, tuple, base))):
+    if isinstance(getattr(given, "callbacks", None), list) or not (
+        given is None or isinstance(given, (list, tuple, base))
+    ):
         return args, kwargs  # a CallbackList (evaluate inside fit reuses fit's: has ours)
     callbacks: list[Any] = [given] if isinstance(given, base) else list(given or ())  # type: ignore[call-overload]
     if any(isinstance(callback, KerasSpans) for callback in callbacks):
         return args, kwargs
     callbacks.insert(0, callback_class(base)())  # first: its stamps are the tightest
     if in_args:
-        return (*args[:position], callbacks, *args[position + 1:]), kwargs
+        return (*args[:position], callbacks, *args[position + 1 :]), kwargs
     return args, {**kwargs, "callbacks": callbacks}
 
 
@@ -83,8 +85,11 @@ def _install_input_timing() -> None:
     """Patch the epoch iterator of the backend Keras runs on (fixed per process)."""
     backend = backend_name()
     module = sys.modules.get(f"keras.src.backend.{backend}.trainer")
-    names = {"tensorflow": "TFEpochIterator", "jax": "JAXEpochIterator",
-             "torch": "TorchEpochIterator"}
+    names = {
+        "tensorflow": "TFEpochIterator",
+        "jax": "JAXEpochIterator",
+        "torch": "TorchEpochIterator",
+    }
     epoch_iterator = getattr(module, names.get(backend, ""), None)
     if epoch_iterator is None:
         emitter.report_once("keras.input", f"Keras input not timed on backend {backend!r}")
@@ -136,6 +141,10 @@ def _set_mode(mode: int, reason: str | None) -> None:
         return  # a peek before any phase (Keras building the model)
     st.data_modes[phase] = mode
     if reason is not None:
-        emitter.report_once(f"data_wait:{phase}:{reason}",
-                            f"data wait of {phase!r} unknown: {reason}",
-                            kind="data_wait_unavailable", phase=phase, reason=reason)
+        emitter.report_once(
+            f"data_wait:{phase}:{reason}",
+            f"data wait of {phase!r} unknown: {reason}",
+            kind="data_wait_unavailable",
+            phase=phase,
+            reason=reason,
+        )

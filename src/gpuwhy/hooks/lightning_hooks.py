@@ -84,23 +84,27 @@ class LightningSpans:
             self._leave()
 
     @_safe
-    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
-                             ) -> None:
+    def on_train_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+    ) -> None:
         tracker.begin_step(tracker.clock())
 
     @_safe
-    def on_validation_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
-                                  batch_idx: int, dataloader_idx: int = 0) -> None:
+    def on_validation_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
         tracker.begin_step(tracker.clock())
 
     @_safe
-    def on_test_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int,
-                            dataloader_idx: int = 0) -> None:
+    def on_test_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
         tracker.begin_step(tracker.clock())
 
     @_safe
-    def on_predict_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int,
-                               dataloader_idx: int = 0) -> None:
+    def on_predict_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
         tracker.begin_step(tracker.clock())
 
 
@@ -125,8 +129,9 @@ def callback_class(base: type | None = None) -> type:
     cls = _classes.get(base)
     if cls is None:
         doc = "Records Lightning phases and steps for gpuwhy (O(1) per batch, no device sync)."
-        cls = _classes[base] = type("LightningCallback", (LightningSpans, base),
-                                    {"__module__": __name__, "__doc__": doc})
+        cls = _classes[base] = type(
+            "LightningCallback", (LightningSpans, base), {"__module__": __name__, "__doc__": doc}
+        )
     return cls
 
 
@@ -147,8 +152,9 @@ def install(lightning_pytorch: Any) -> None:
                 if not any(isinstance(c, LightningSpans) for c in callbacks):
                     kwargs["callbacks"] = [callback_class(base)(), *callbacks]
             except Exception as error:
-                emitter.report_once("lightning.callbacks",
-                                    f"Lightning callback not added: {error!r}")
+                emitter.report_once(
+                    "lightning.callbacks", f"Lightning callback not added: {error!r}"
+                )
             original(self, *args, **kwargs)
 
         return __init__

@@ -75,8 +75,13 @@ def _torch_to(original: Callable[..., Any]) -> Callable[..., Any]:
         moved = original(self, *args, **kwargs)
         try:
             # Only device -> CPU copies wait; a non_blocking one lands in pinned memory.
-            if moved is not self and not self.is_cpu and moved.is_cpu is True \
-                    and not kwargs.get("non_blocking") and not any(a is True for a in args):
+            if (
+                moved is not self
+                and not self.is_cpu
+                and moved.is_cpu is True
+                and not kwargs.get("non_blocking")
+                and not any(a is True for a in args)
+            ):
                 _count()
         except Exception:
             pass

@@ -37,8 +37,14 @@ RING_SIZE = 4096
 """Pulls held between two polls (one poll per 0.2 s: enough for 20 000 steps per second)."""
 
 _UNWRAPPABLE = ("DataService", "ToDevice", "MultiDevice", "Distributed")
-_PASS_THROUGH = ("_OptionsDataset", "_AssertNextDataset", "_MaxIntraOpParallelismDataset",
-                 "_PrivateThreadPoolDataset", "_ModelDataset", "_OptimizeDataset")
+_PASS_THROUGH = (
+    "_OptionsDataset",
+    "_AssertNextDataset",
+    "_MaxIntraOpParallelismDataset",
+    "_PrivateThreadPoolDataset",
+    "_ModelDataset",
+    "_OptimizeDataset",
+)
 # tf.data's inject_prefetch looks through these before deciding (inject_prefetch.cc).
 
 
@@ -47,10 +53,12 @@ class _Ring:
 
     def __init__(self, tf: Any) -> None:
         with tf.init_scope(), tf.device("/CPU:0"):
-            self.pulls = tf.Variable(tf.zeros([RING_SIZE, 2], tf.float64), trainable=False,
-                                     name="gpuwhy_pulls")
-            self.count = tf.Variable(tf.constant(0, tf.int64), trainable=False,
-                                     name="gpuwhy_pull_count")
+            self.pulls = tf.Variable(
+                tf.zeros([RING_SIZE, 2], tf.float64), trainable=False, name="gpuwhy_pulls"
+            )
+            self.count = tf.Variable(
+                tf.constant(0, tf.int64), trainable=False, name="gpuwhy_pull_count"
+            )
         self._seen = 0
         self._lock = threading.Lock()
         self.lost = 0
@@ -112,8 +120,10 @@ def unwrappable_reason(dataset: Any) -> str | None:
 def _would_inject_prefetch(dataset: Any) -> bool:
     """Whether tf.data itself would append `prefetch(AUTOTUNE)` to `dataset`."""
     options = dataset.options()
-    if options.autotune.enabled is False or \
-            options.experimental_optimization.inject_prefetch is False:
+    if (
+        options.autotune.enabled is False
+        or options.experimental_optimization.inject_prefetch is False
+    ):
         return False
     node = dataset
     while type(node).__name__ in _PASS_THROUGH:
@@ -137,8 +147,9 @@ def _inline_map(dataset: Any, function: Any) -> Any:
     try:
         from tensorflow.python.data.ops import map_op
 
-        return map_op._MapDataset(dataset, function, force_synchronous=True,
-                                  use_inter_op_parallelism=False)
+        return map_op._MapDataset(
+            dataset, function, force_synchronous=True, use_inter_op_parallelism=False
+        )
     except (ImportError, AttributeError, TypeError):
         return dataset.map(function)
 
@@ -179,7 +190,8 @@ def _wrap(dataset: Any) -> tuple[Any, str | None]:
         index = count.read_value()
         write = pulls.scatter_nd_update(
             tf.reshape(index % RING_SIZE, [1, 1]),
-            tf.reshape(tf.stack([requested, delivered - requested]), [1, 2]))
+            tf.reshape(tf.stack([requested, delivered - requested]), [1, 2]),
+        )
         with tf.control_dependencies([write]):
             count.assign_add(1)  # after the write: a reader that sees n finds slots < n filled
         return element

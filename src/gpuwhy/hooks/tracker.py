@@ -40,8 +40,19 @@ _next_index: dict[str, int] = {}
 
 
 class _Step:
-    __slots__ = ("begun", "exec_id", "expected", "index", "mode", "phase", "prev_exec", "pulls",
-                 "start_ns", "steps", "syncs")
+    __slots__ = (
+        "begun",
+        "exec_id",
+        "expected",
+        "index",
+        "mode",
+        "phase",
+        "prev_exec",
+        "pulls",
+        "start_ns",
+        "steps",
+        "syncs",
+    )
 
     def __init__(self, phase: str, start_ns: int, prev_exec: int | None) -> None:
         self.phase = phase
@@ -60,8 +71,20 @@ class _Step:
 class ThreadState:
     """One thread's phases, open step and step owner."""
 
-    __slots__ = ("__weakref__", "busy", "data_modes", "framework", "implicit_end_ns", "in_pull",
-                 "manual", "mute", "owner", "phases", "prev_exec", "step")
+    __slots__ = (
+        "__weakref__",
+        "busy",
+        "data_modes",
+        "framework",
+        "implicit_end_ns",
+        "in_pull",
+        "manual",
+        "mute",
+        "owner",
+        "phases",
+        "prev_exec",
+        "step",
+    )
 
     def __init__(self) -> None:
         self.phases: list[list[Any]] = []  # [name, segment_start_ns, implicit, syncs]
@@ -155,8 +178,9 @@ def close_step(st: ThreadState, t: int, *, last: bool = True) -> None:
     st.step = None
     steps = step.pulls if step.mode & SRC_HOST and step.pulls else step.steps
     mode = step.mode | LAST if last else step.mode
-    emitter.emit((STEP, step.phase, step.index, step.start_ns, t, steps, step.exec_id,
-                  step.prev_exec, mode))
+    emitter.emit(
+        (STEP, step.phase, step.index, step.start_ns, t, steps, step.exec_id, step.prev_exec, mode)
+    )
     if step.syncs:
         emitter.emit((SYNC, step.phase, step.syncs, 1, t))
     _next_index[step.phase] = step.index + steps
@@ -218,8 +242,15 @@ def count_sync() -> None:
 # ---------------------------------------------------------------------------------- pulls
 
 
-def pull(source: object, request_ns: int, delivery_ns: int, ok: bool, *, force: bool = False,
-         busy: int = 0) -> None:
+def pull(
+    source: object,
+    request_ns: int,
+    delivery_ns: int,
+    ok: bool,
+    *,
+    force: bool = False,
+    busy: int = 0,
+) -> None:
     """A pull of input from `source` took [request_ns, delivery_ns]; `ok` False: no data.
 
     `force`: record it even where generic hooks are muted (a framework timing its own input).
@@ -236,8 +267,12 @@ def pull(source: object, request_ns: int, delivery_ns: int, ok: bool, *, force: 
 
 def _owned_pull(st: ThreadState, r: int, d: int, ok: bool, busy: int = 0) -> None:
     step = st.step
-    full = (step is not None and step.begun and step.expected is not None
-            and step.pulls >= step.expected)
+    full = (
+        step is not None
+        and step.begun
+        and step.expected is not None
+        and step.pulls >= step.expected
+    )
     if not ok:
         if full:
             close_step(st, r)  # the data ended: so did the step that had its batch

@@ -25,8 +25,14 @@ _LAZY = {
     "RecordingWriter": "gpuwhy.recording.writer",
 }
 
-__all__ = ["RECORDING_FORMAT_VERSION", "Recording", "RecordingWriter", "ReplaySource", "Summary",
-           "TierBucket"]
+__all__ = [
+    "RECORDING_FORMAT_VERSION",
+    "Recording",
+    "RecordingWriter",
+    "ReplaySource",
+    "Summary",
+    "TierBucket",
+]
 
 
 def __getattr__(name: str) -> Any:

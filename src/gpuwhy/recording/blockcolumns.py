@@ -28,8 +28,12 @@ from gpuwhy.recording.blockreader import (
 from gpuwhy.recording.streams import SLOT_NS, Column, StreamSpec
 
 
-def _columns(spec: StreamSpec, keys: tuple[Any, ...], data: bytes, skip: Container[str] = (),
-             ) -> list[Column]:
+def _columns(
+    spec: StreamSpec,
+    keys: tuple[Any, ...],
+    data: bytes,
+    skip: Container[str] = (),
+) -> list[Column]:
     """The full columns of one block (key columns repeated; fields in `skip` all NULL)."""
     skipped = [i for i, p in enumerate(spec.value_positions) if spec.full[p] in skip]
     values = codec.decode(data, len(spec.value_positions), skipped)
@@ -42,10 +46,16 @@ def _columns(spec: StreamSpec, keys: tuple[Any, ...], data: bytes, skip: Contain
     return columns
 
 
-def block_columns(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None = None,
-                  end_ns: int | None = None, keys: Mapping[str, Any] | None = None,
-                  skip: Container[str] = (), *, by_end: bool = False,
-                  ) -> Iterator[tuple[tuple[Any, ...], list[Column]]]:
+def block_columns(
+    db: sqlite3.Connection,
+    spec: StreamSpec,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    keys: Mapping[str, Any] | None = None,
+    skip: Container[str] = (),
+    *,
+    by_end: bool = False,
+) -> Iterator[tuple[tuple[Any, ...], list[Column]]]:
     """(key values, full columns) of every block that may hold rows of the range, in slot
     order, open slots' staging rows included as blocks of their own.
 
@@ -62,10 +72,15 @@ def block_columns(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None
     # Staging rows are a few slots at most: all of them when rows may start before the range.
     staged = _staged(db, spec, None if by_end else start_ns, end_ns, keys)
     # By first row time, which is indexed (a block's rows lie in its slot), not by slot.
-    packed_rows = (_blocks_reaching(db, spec, start_ns, end_ns, keys) if by_end else
-                   _raw_blocks(db, spec, start_ns, end_ns, keys))  # (t_first, id, *keys, data)
-    blocks = ((slot, [row[1:] for row in rows]) for slot, rows in
-              itertools.groupby(packed_rows, key=lambda row: row[0] // SLOT_NS))
+    packed_rows = (
+        _blocks_reaching(db, spec, start_ns, end_ns, keys)
+        if by_end
+        else _raw_blocks(db, spec, start_ns, end_ns, keys)
+    )  # (t_first, id, *keys, data)
+    blocks = (
+        (slot, [row[1:] for row in rows])
+        for slot, rows in itertools.groupby(packed_rows, key=lambda row: row[0] // SLOT_NS)
+    )
     for _slot, packed, staged_rows in _merged_slots(staged, blocks):
         for block in packed:
             yield tuple(block[1:-1]), _columns(spec, tuple(block[1:-1]), block[-1], skip)
@@ -74,13 +89,21 @@ def block_columns(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None
             by_block[row[0]].append(row[1:])
         for full_rows in by_block.values():
             full_rows.sort(key=order)
-            yield (tuple(full_rows[0][p] for p in key_positions),
-                   [list(column) for column in zip(*full_rows, strict=True)])
+            yield (
+                tuple(full_rows[0][p] for p in key_positions),
+                [list(column) for column in zip(*full_rows, strict=True)],
+            )
 
 
-def row_count(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None = None,
-              end_ns: int | None = None, keys: Mapping[str, Any] | None = None,
-              *, by_end: bool = False) -> int:
+def row_count(
+    db: sqlite3.Connection,
+    spec: StreamSpec,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    keys: Mapping[str, Any] | None = None,
+    *,
+    by_end: bool = False,
+) -> int:
     """Rows of the blocks that `block_columns` would read (whole blocks: an upper bound on the
     rows of the range) plus the staging rows, from the blocks' row counts: no data is read."""
     keys = keys or {}
@@ -95,17 +118,25 @@ def row_count(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None = N
     where, key_params = _where(spec, None, None, None, keys)
     if where:
         clauses.append(where.removeprefix(" WHERE "))
-    sql = (f"SELECT SUM(rows) FROM {spec.table('blocks')}"
-           f"{' WHERE ' + ' AND '.join(clauses) if clauses else ''}")
+    sql = (
+        f"SELECT SUM(rows) FROM {spec.table('blocks')}"
+        f"{' WHERE ' + ' AND '.join(clauses) if clauses else ''}"
+    )
     packed = db.execute(sql, [*params, *key_params]).fetchone()[0] or 0
     where, params = _where(spec, None, None, None, keys)
-    staged = db.execute(f"SELECT COUNT(*) FROM {spec.table('staging')}{where}",
-                        params).fetchone()[0]
+    staged = db.execute(f"SELECT COUNT(*) FROM {spec.table('staging')}{where}", params).fetchone()[
+        0
+    ]
     return int(packed) + int(staged)
 
 
-def _blocks_reaching(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None,
-                     end_ns: int | None, keys: Mapping[str, Any]) -> Iterator[Row]:
+def _blocks_reaching(
+    db: sqlite3.Connection,
+    spec: StreamSpec,
+    start_ns: int | None,
+    end_ns: int | None,
+    keys: Mapping[str, Any],
+) -> Iterator[Row]:
     """(t_first, id, *keys, data) of the blocks with a row starting before `end_ns` and one
     reaching `start_ns` or later (t_last: the latest end), by t_first."""
     clauses: list[str] = []
@@ -119,10 +150,15 @@ def _blocks_reaching(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | N
     return _select_blocks(db, spec, clauses, params, keys)
 
 
-def tier_block_columns(db: sqlite3.Connection, spec: StreamSpec, width_s: int,
-                       start_ns: int | None = None, end_ns: int | None = None,
-                       keys: Mapping[str, Any] | None = None, skip: Collection[int] = (),
-                       ) -> Iterator[tuple[tuple[Any, ...], list[Column]]]:
+def tier_block_columns(
+    db: sqlite3.Connection,
+    spec: StreamSpec,
+    width_s: int,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    keys: Mapping[str, Any] | None = None,
+    skip: Collection[int] = (),
+) -> Iterator[tuple[tuple[Any, ...], list[Column]]]:
     """(key values, tier columns) of every stored tier block of `width_s` that may hold buckets
     of the range, in slot order, and of the open slots' staging rows (computed). Columns
     are `tier_rows`' row fields after the keys; those at positions in `skip` are not decoded

@@ -26,8 +26,13 @@ from gpuwhy.recording.tiers import bucket_columns
 Row = tuple[Any, ...]
 
 
-def _where(spec: StreamSpec, time: str | None, start_ns: int | None, end_ns: int | None,
-           keys: Mapping[str, Any]) -> tuple[str, list[Any]]:
+def _where(
+    spec: StreamSpec,
+    time: str | None,
+    start_ns: int | None,
+    end_ns: int | None,
+    keys: Mapping[str, Any],
+) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
     if time is not None and start_ns is not None:
@@ -53,8 +58,13 @@ def _slot_range(start_ns: int | None, end_ns: int | None) -> tuple[str, list[Any
     return " AND ".join(clauses), params
 
 
-def _staged(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None,
-            end_ns: int | None, keys: Mapping[str, Any]) -> dict[int, list[Row]]:
+def _staged(
+    db: sqlite3.Connection,
+    spec: StreamSpec,
+    start_ns: int | None,
+    end_ns: int | None,
+    keys: Mapping[str, Any],
+) -> dict[int, list[Row]]:
     """Staging rows (block id first) by slot."""
     where, params = _where(spec, spec.full[0], start_ns, end_ns, keys)
     sql = f"SELECT block, {', '.join(spec.full)} FROM {spec.table('staging')}{where}"
@@ -64,23 +74,34 @@ def _staged(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None,
     return by_slot
 
 
-def _blocks(db: sqlite3.Connection, spec: StreamSpec, table: str, start_ns: int | None,
-            end_ns: int | None, keys: Mapping[str, Any], extra: str = "",
-            extra_params: tuple[Any, ...] = ()) -> Iterator[tuple[int, list[Row]]]:
+def _blocks(
+    db: sqlite3.Connection,
+    spec: StreamSpec,
+    table: str,
+    start_ns: int | None,
+    end_ns: int | None,
+    keys: Mapping[str, Any],
+    extra: str = "",
+    extra_params: tuple[Any, ...] = (),
+) -> Iterator[tuple[int, list[Row]]]:
     """(slot, [(block id, *keys, data)...]) in slot order."""
     slot_sql, params = _slot_range(start_ns, end_ns)
     where, key_params = _where(spec, None, None, None, keys)
     clauses = [c for c in (extra, slot_sql, where.removeprefix(" WHERE ")) if c]
-    sql = (f"SELECT win, {'block' if table.endswith('tiers') else 'id'}, "
-           f"{''.join(k + ', ' for k in spec.keys)}data FROM {table}"
-           f"{' WHERE ' + ' AND '.join(clauses) if clauses else ''} ORDER BY win")
+    sql = (
+        f"SELECT win, {'block' if table.endswith('tiers') else 'id'}, "
+        f"{''.join(k + ', ' for k in spec.keys)}data FROM {table}"
+        f"{' WHERE ' + ' AND '.join(clauses) if clauses else ''} ORDER BY win"
+    )
     cursor = db.execute(sql, [*extra_params, *params, *key_params])
     for slot, rows in itertools.groupby(cursor, key=itemgetter(0)):
         yield slot, [row[1:] for row in rows]
 
 
-def _merged_slots(staged: dict[int, list[Row]], blocks: Iterator[tuple[int, list[Row]]],
-                    ) -> Iterator[tuple[int, list[Row], list[Row]]]:
+def _merged_slots(
+    staged: dict[int, list[Row]],
+    blocks: Iterator[tuple[int, list[Row]]],
+) -> Iterator[tuple[int, list[Row], list[Row]]]:
     """(slot, blocks, staging rows not packed into those blocks) in slot order."""
     pending = sorted(staged)
     position = 0
@@ -110,8 +131,13 @@ def _expand(spec: StreamSpec, keys: tuple[Any, ...], data: bytes) -> list[Row]:
     return list(zip(*columns, strict=True))
 
 
-def _raw_blocks(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None,
-                end_ns: int | None, keys: Mapping[str, Any]) -> Iterator[Row]:
+def _raw_blocks(
+    db: sqlite3.Connection,
+    spec: StreamSpec,
+    start_ns: int | None,
+    end_ns: int | None,
+    keys: Mapping[str, Any],
+) -> Iterator[Row]:
     """(t_first, id, *keys, data) of the blocks that may hold rows of the range, by t_first."""
     clauses: list[str] = []
     params: list[Any] = []
@@ -124,21 +150,33 @@ def _raw_blocks(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None,
     return _select_blocks(db, spec, clauses, params, keys)
 
 
-def _select_blocks(db: sqlite3.Connection, spec: StreamSpec, clauses: list[str],
-                   params: list[Any], keys: Mapping[str, Any]) -> Iterator[Row]:
+def _select_blocks(
+    db: sqlite3.Connection,
+    spec: StreamSpec,
+    clauses: list[str],
+    params: list[Any],
+    keys: Mapping[str, Any],
+) -> Iterator[Row]:
     """(t_first, id, *keys, data) of the blocks meeting `clauses` and the key values, by
     t_first."""
     where, key_params = _where(spec, None, None, None, keys)
     if where:
         clauses = [*clauses, where.removeprefix(" WHERE ")]
-    sql = (f"SELECT t_first, id, {''.join(k + ', ' for k in spec.keys)}data "
-           f"FROM {spec.table('blocks')}{' WHERE ' + ' AND '.join(clauses) if clauses else ''} "
-           "ORDER BY t_first, id")
+    sql = (
+        f"SELECT t_first, id, {''.join(k + ', ' for k in spec.keys)}data "
+        f"FROM {spec.table('blocks')}{' WHERE ' + ' AND '.join(clauses) if clauses else ''} "
+        "ORDER BY t_first, id"
+    )
     yield from db.execute(sql, [*params, *key_params])
 
 
-def rows(db: sqlite3.Connection, spec: StreamSpec, start_ns: int | None = None,
-         end_ns: int | None = None, keys: Mapping[str, Any] | None = None) -> Iterator[Row]:
+def rows(
+    db: sqlite3.Connection,
+    spec: StreamSpec,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    keys: Mapping[str, Any] | None = None,
+) -> Iterator[Row]:
     """Full rows with start_ns <= time < end_ns (and the given key values), in order.
 
     Blocks come in order of their first row; rows earlier than the next block's first row are
@@ -202,9 +240,15 @@ def _trimmed(out: list[Row], start_ns: int | None, end_ns: int | None) -> list[R
     return out
 
 
-def tier_rows(db: sqlite3.Connection, spec: StreamSpec, width_s: int, start_ns: int | None = None,
-              end_ns: int | None = None, keys: Mapping[str, Any] | None = None,
-              skip_slots: Container[int] = ()) -> Iterator[Row]:
+def tier_rows(
+    db: sqlite3.Connection,
+    spec: StreamSpec,
+    width_s: int,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    keys: Mapping[str, Any] | None = None,
+    skip_slots: Container[int] = (),
+) -> Iterator[Row]:
     """Stored tier rows of `width_s` (one stored width) whose bucket starts in the range, in
     slot order (not merged: late blocks give a second row for a bucket; see tiers.merge_rows).
     Slots (numbers) in `skip_slots` are left out without being decoded.
@@ -212,8 +256,9 @@ def tier_rows(db: sqlite3.Connection, spec: StreamSpec, width_s: int, start_ns: 
     low = first_bucket(start_ns, width_s)
     key_count = len(spec.key_positions)
     width = _tier_width(spec)
-    for _slot, block_rows, computed in tier_slots(db, spec, width_s, low, end_ns, keys or {},
-                                                      skip_slots):
+    for _slot, block_rows, computed in tier_slots(
+        db, spec, width_s, low, end_ns, keys or {}, skip_slots
+    ):
         out: list[Row] = []
         for block in block_rows:
             columns = codec.decode(block[-1], width)
@@ -221,8 +266,11 @@ def tier_rows(db: sqlite3.Connection, spec: StreamSpec, width_s: int, start_ns: 
         for key, staged_columns in computed:
             out += [(row[0], *key, *row[1:]) for row in zip(*staged_columns, strict=True)]
         out.sort(key=itemgetter(*range(1 + key_count)))
-        yield from (row for row in out
-                    if (low is None or row[0] >= low) and (end_ns is None or row[0] < end_ns))
+        yield from (
+            row
+            for row in out
+            if (low is None or row[0] >= low) and (end_ns is None or row[0] < end_ns)
+        )
 
 
 def first_bucket(start_ns: int | None, width_s: int) -> int | None:
@@ -231,19 +279,29 @@ def first_bucket(start_ns: int | None, width_s: int) -> int | None:
     return None if start_ns is None else -(-start_ns // width_ns) * width_ns
 
 
-def tier_slots(db: sqlite3.Connection, spec: StreamSpec, width_s: int, low: int | None,
-                 end_ns: int | None, keys: Mapping[str, Any], skip_slots: Container[int] = (),
-                 ) -> Iterator[tuple[int, list[Row], list[tuple[tuple[Any, ...], list[Column]]]]]:
+def tier_slots(
+    db: sqlite3.Connection,
+    spec: StreamSpec,
+    width_s: int,
+    low: int | None,
+    end_ns: int | None,
+    keys: Mapping[str, Any],
+    skip_slots: Container[int] = (),
+) -> Iterator[tuple[int, list[Row], list[tuple[tuple[Any, ...], list[Column]]]]]:
     """Per slot, in order: (slot, its stored tier blocks of `width_s` that may hold buckets
     from `low` to `end_ns`, the tier columns computed from its staging rows: one (key values,
     columns) per key). Slots in `skip_slots` are passed over, nothing of them computed.
     """
     width_ns = width_s * NS_PER_S
     # Whole slots of staging rows, so that no bucket is computed from part of its rows.
-    staged = _staged(db, spec, None if low is None else low - low % SLOT_NS,
-                     None if end_ns is None else -(-end_ns // SLOT_NS) * SLOT_NS, keys)
-    blocks = _blocks(db, spec, spec.table("tiers"), low, end_ns, keys, "width_s = ?",
-                     (width_s,))
+    staged = _staged(
+        db,
+        spec,
+        None if low is None else low - low % SLOT_NS,
+        None if end_ns is None else -(-end_ns // SLOT_NS) * SLOT_NS,
+        keys,
+    )
+    blocks = _blocks(db, spec, spec.table("tiers"), low, end_ns, keys, "width_s = ?", (width_s,))
     key_positions = spec.key_positions
     for slot, block_rows, staged_rows in _merged_slots(staged, blocks):
         if slot in skip_slots:
@@ -268,11 +326,14 @@ def _tier_width(spec: StreamSpec) -> int:
 def time_bounds(db: sqlite3.Connection, spec: StreamSpec) -> tuple[int | None, int | None]:
     """(earliest, latest) time of the stream; spans end at start + duration."""
     end = "start_ns + duration_ns" if spec.end_of else spec.full[0]
-    staged = db.execute(f"SELECT MIN({spec.full[0]}), MAX({end}) "
-                        f"FROM {spec.table('staging')}").fetchone()
+    staged = db.execute(
+        f"SELECT MIN({spec.full[0]}), MAX({end}) FROM {spec.table('staging')}"
+    ).fetchone()
     table = spec.table("blocks")  # one aggregate per query: each is an index lookup
-    packed = (db.execute(f"SELECT MIN(t_first) FROM {table}").fetchone()[0],
-              db.execute(f"SELECT MAX(t_last) FROM {table}").fetchone()[0])
+    packed = (
+        db.execute(f"SELECT MIN(t_first) FROM {table}").fetchone()[0],
+        db.execute(f"SELECT MAX(t_last) FROM {table}").fetchone()[0],
+    )
     lows = [v for v in (staged[0], packed[0]) if v is not None]
     highs = [v for v in (staged[1], packed[1]) if v is not None]
     return (min(lows) if lows else None), (max(highs) if highs else None)

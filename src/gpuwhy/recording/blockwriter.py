@@ -51,11 +51,15 @@ class StreamWriter:
         self._stage_sql = f"INSERT INTO {spec.table('staging')} (block, {full}) VALUES ({marks})"
         keys = "".join(f"{k}, " for k in spec.keys)
         marks = ", ".join("?" * (6 + len(spec.keys)))
-        self._block_sql = (f"INSERT INTO {spec.table('blocks')} (id, win, {keys}t_first, "
-                           f"t_last, rows, data) VALUES ({marks})")
+        self._block_sql = (
+            f"INSERT INTO {spec.table('blocks')} (id, win, {keys}t_first, "
+            f"t_last, rows, data) VALUES ({marks})"
+        )
         marks = ", ".join("?" * (5 + len(spec.keys)))
-        self._tier_sql = (f"INSERT INTO {spec.table('tiers')} (block, width_s, win, {keys}"
-                          f"buckets, data) VALUES ({marks})")
+        self._tier_sql = (
+            f"INSERT INTO {spec.table('tiers')} (block, width_s, win, {keys}"
+            f"buckets, data) VALUES ({marks})"
+        )
         self._unstage_sql = f"DELETE FROM {spec.table('staging')} WHERE block = ?"
 
     def add(self, row: tuple[Any, ...]) -> None:
@@ -79,8 +83,9 @@ class StreamWriter:
             self.db.executemany(self._stage_sql, self._staged)
             self._staged.clear()
         limit = self._newest - _OPEN_SLOTS
-        closed = self._full + [(k, self._open.pop(k)) for k in list(self._open)
-                               if close_all or k[1] <= limit]
+        closed = self._full + [
+            (k, self._open.pop(k)) for k in list(self._open) if close_all or k[1] <= limit
+        ]
         self._full = []
         for key, entry in closed:
             self._pack(key[0], key[1], entry.block, entry.rows)
@@ -92,7 +97,7 @@ class StreamWriter:
         for first in range(0, rows, BLOCK_ROWS):
             block = self._next_block
             self._next_block += 1
-            part = full if rows <= BLOCK_ROWS else [c[first:first + BLOCK_ROWS] for c in full]
+            part = full if rows <= BLOCK_ROWS else [c[first : first + BLOCK_ROWS] for c in full]
             self._store(tuple(key), slot, block, part)
 
     def _pack(self, key: Any, slot: int, block: int, rows: list[tuple[Any, ...]]) -> None:
@@ -100,8 +105,7 @@ class StreamWriter:
         keys = () if not self.spec.keys else key if len(self.spec.keys) > 1 else (key,)
         self._store(keys, slot, block, list(zip(*rows, strict=True)))
 
-    def _store(self, keys: tuple[Any, ...], slot: int, block: int,
-               full: Sequence[Column]) -> None:
+    def _store(self, keys: tuple[Any, ...], slot: int, block: int, full: Sequence[Column]) -> None:
         spec = self.spec
         times: Column = full[0]
         values = [full[i] for i in spec.value_positions]
@@ -111,8 +115,7 @@ class StreamWriter:
         if spec.tiered:
             for width_s in TIER_WIDTHS_S:
                 columns = bucket_columns(spec, full, width_s * NS_PER_S)
-                tiers.append((block, width_s, slot, *keys, len(columns[0]),
-                              codec.encode(columns)))
+                tiers.append((block, width_s, slot, *keys, len(columns[0]), codec.encode(columns)))
         self.db.execute(self._block_sql, (block, slot, *keys, times[0], last, len(times), data))
         if tiers:
             self.db.executemany(self._tier_sql, tiers)

@@ -83,8 +83,7 @@ def encode(columns: Sequence[Sequence[int | None]]) -> bytes:
             head.append(_ALL_NULL)
             continue
         first = column[0]
-        if (not nulls and column.count(first) == rows
-                and -(1 << 63) <= first < (1 << 63)):  # type: ignore[operator]  # not None here
+        if not nulls and column.count(first) == rows and -(1 << 63) <= first < (1 << 63):  # type: ignore[operator]  # not None here
             head.append(_CONSTANT)
             head += struct.pack("<q", first)
             continue
@@ -144,7 +143,7 @@ def decode(data: bytes, width: int, skip: Collection[int] = ()) -> list[list[int
             presence = None
             count = rows
             if tag == _MIXED:
-                presence = raw[offset + 1:offset + 1 + rows]
+                presence = raw[offset + 1 : offset + 1 + rows]
                 count = presence.count(1)
                 offset += rows
             elif tag != _FULL:
@@ -162,16 +161,17 @@ def decode(data: bytes, width: int, skip: Collection[int] = ()) -> list[list[int
             itemsize &= ~_PLAIN
             start += offset
             size = count * itemsize
-            planes = raw[start:start + size]
+            planes = raw[start : start + size]
             if itemsize == 1:
                 numbers = array("b", planes)
             else:
                 unshuffled = bytearray(size)
                 for i in range(itemsize):
-                    unshuffled[i::itemsize] = planes[i * count:(i + 1) * count]
+                    unshuffled[i::itemsize] = planes[i * count : (i + 1) * count]
                 numbers = array(_WIDTH_CODES[itemsize], unshuffled)
-            values: list[Any] = (numbers.tolist() if plain_flag
-                                        else list(itertools.accumulate(numbers)))
+            values: list[Any] = (
+                numbers.tolist() if plain_flag else list(itertools.accumulate(numbers))
+            )
             if presence is not None:
                 present = iter(values)
                 values = [next(present) if flag else None for flag in presence]

@@ -48,8 +48,14 @@ def _tenths_back(value: int | None) -> float | None:
     return None if value is None else value / 10
 
 
-def _host(t_ns: int, cpu: int | None, job_cpu: int | None, rss: int | None, procs: int | None,
-          available: int | None) -> HostSample:
+def _host(
+    t_ns: int,
+    cpu: int | None,
+    job_cpu: int | None,
+    rss: int | None,
+    procs: int | None,
+    available: int | None,
+) -> HostSample:
     return HostSample(t_ns, _tenths_back(cpu), _tenths_back(job_cpu), rss, procs, available)
 
 
@@ -61,13 +67,28 @@ def _util(t_ns: int, device: int, kind: int, value: int) -> UtilSample:
     return UtilSample(t_ns, device, _UTIL_KINDS.get(kind) or UtilKind(kind), value)
 
 
-def _device(idx: int, name: str, uuid: str | None, bus: str | None, memory: int | None,
-            cc_major: int | None, cc_minor: int | None, *rest: int | None) -> DeviceInfo:
+def _device(
+    idx: int,
+    name: str,
+    uuid: str | None,
+    bus: str | None,
+    memory: int | None,
+    cc_major: int | None,
+    cc_minor: int | None,
+    *rest: int | None,
+) -> DeviceInfo:
     clock, power, gen, width, mig, gpm = rest
     return DeviceInfo(
-        index=idx, name=name, uuid=uuid, pci_bus_id=bus, memory_total_bytes=memory,
+        index=idx,
+        name=name,
+        uuid=uuid,
+        pci_bus_id=bus,
+        memory_total_bytes=memory,
         compute_capability=None if cc_major is None else (cc_major, cc_minor or 0),
-        sm_clock_max_mhz=clock, power_limit_mw=power, pcie_gen_max=gen, pcie_width_max=width,
+        sm_clock_max_mhz=clock,
+        power_limit_mw=power,
+        pcie_gen_max=gen,
+        pcie_width_max=width,
         mig_mode=None if mig is None else bool(mig),
         gpm_supported=None if gpm is None else bool(gpm),
     )
@@ -79,25 +100,33 @@ def check_file(path: Path) -> None:
     try:
         size = path.stat().st_size
         if path.is_dir():
-            raise RecordingError(f"{name} is a folder, not a recording",
-                                 f"pass the {schema.FILE_SUFFIX} file inside it")
+            raise RecordingError(
+                f"{name} is a folder, not a recording",
+                f"pass the {schema.FILE_SUFFIX} file inside it",
+            )
         with path.open("rb") as handle:
             header = handle.read(100)
     except FileNotFoundError as error:
-        raise RecordingError(f"no recording at {name}",
-                             "check the path ('gpuwhy run --record FILE' writes one)") from error
+        raise RecordingError(
+            f"no recording at {name}", "check the path ('gpuwhy run --record FILE' writes one)"
+        ) from error
     except OSError as error:
-        raise RecordingError(f"cannot read {name}: {error.strerror}",
-                             "check the file's permissions") from error
+        raise RecordingError(
+            f"cannot read {name}: {error.strerror}", "check the file's permissions"
+        ) from error
     if size == 0:
-        raise RecordingError(f"{name} is empty (0 bytes): the recording was never written",
-                             "record the run again")
+        raise RecordingError(
+            f"{name} is empty (0 bytes): the recording was never written", "record the run again"
+        )
     if not header.startswith(_SQLITE_MAGIC[: len(header)]) or len(header) < len(_SQLITE_MAGIC):
-        raise RecordingError(f"{name} is not a gpuwhy recording (not an SQLite file)",
-                             _NOT_OURS_FIX)
+        raise RecordingError(
+            f"{name} is not a gpuwhy recording (not an SQLite file)", _NOT_OURS_FIX
+        )
     if len(header) < 100:
-        raise RecordingError(f"{name} is truncated ({size} bytes)",
-                             "copy the whole file again; a cut-off recording cannot be read")
+        raise RecordingError(
+            f"{name} is truncated ({size} bytes)",
+            "copy the whole file again; a cut-off recording cannot be read",
+        )
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(header[28:32], "big")
@@ -105,7 +134,8 @@ def check_file(path: Path) -> None:
     if header[24:28] == header[92:96] and pages and size < pages * page_size:
         raise RecordingError(
             f"{name} is truncated ({size} of {pages * page_size} bytes)",
-            "copy the whole file again; a cut-off recording cannot be read")
+            "copy the whole file again; a cut-off recording cannot be read",
+        )
 
 
 class Recording(TierReads):
@@ -128,8 +158,9 @@ class Recording(TierReads):
             uri = where.absolute().as_uri() + "?mode=ro"
             connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
         except sqlite3.Error as error:
-            raise RecordingError(f"cannot open {where}: {error}",
-                                 "check the file and its folder are readable") from error
+            raise RecordingError(
+                f"cannot open {where}: {error}", "check the file and its folder are readable"
+            ) from error
         recording = cls(where, connection)
         try:
             recording._load()
@@ -144,28 +175,33 @@ class Recording(TierReads):
     def _load(self) -> None:
         app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
         if app_id != schema.APPLICATION_ID:
-            raise RecordingError(f"{self.path} is an SQLite database but not a gpuwhy recording",
-                                 _NOT_OURS_FIX)
+            raise RecordingError(
+                f"{self.path} is an SQLite database but not a gpuwhy recording", _NOT_OURS_FIX
+            )
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > schema.RECORDING_FORMAT_VERSION:
             raise RecordingError(
                 f"{self.path} was written by a newer gpuwhy (recording format {version}; this "
                 f"version reads up to {schema.RECORDING_FORMAT_VERSION})",
-                "upgrade: pip install -U gpuwhy")
+                "upgrade: pip install -U gpuwhy",
+            )
         if version < 1:
             raise RecordingError(f"{self.path} has no recording format version", _NOT_OURS_FIX)
         if version < schema.RECORDING_FORMAT_VERSION:
             raise RecordingError(
                 f"{self.path} was written by an older gpuwhy (recording format {version}; this "
                 f"version reads format {schema.RECORDING_FORMAT_VERSION} only)",
-                "record the job again with this gpuwhy")
+                "record the job again with this gpuwhy",
+            )
         self.format_version = version
         schema.probe(self._db)
-        self.meta = {key: json.loads(value) for key, value in
-                     self._db.execute("SELECT key, value FROM meta")}
+        self.meta = {
+            key: json.loads(value) for key, value in self._db.execute("SELECT key, value FROM meta")
+        }
         columns = ", ".join(schema.DEVICE_COLUMNS)
-        self.devices = [_device(*row) for row in
-                        self._db.execute(f"SELECT {columns} FROM devices ORDER BY idx")]
+        self.devices = [
+            _device(*row) for row in self._db.execute(f"SELECT {columns} FROM devices ORDER BY idx")
+        ]
         self._load_phases()
 
     def _load_phases(self) -> None:
@@ -174,10 +210,13 @@ class Recording(TierReads):
     def _damaged(self, error: Exception) -> RecordingError:
         text = str(error).splitlines()[0] if str(error) else type(error).__name__
         if "not a database" in text:
-            return RecordingError(f"{self.path} is not a gpuwhy recording (corrupt or not "
-                                  "SQLite)", _NOT_OURS_FIX)
-        return RecordingError(f"{self.path} is damaged ({text})",
-                              "record again; if it was copied, copy it again with its -wal file")
+            return RecordingError(
+                f"{self.path} is not a gpuwhy recording (corrupt or not SQLite)", _NOT_OURS_FIX
+            )
+        return RecordingError(
+            f"{self.path} is damaged ({text})",
+            "record again; if it was copied, copy it again with its -wal file",
+        )
 
     @property
     def complete(self) -> bool:
@@ -192,23 +231,27 @@ class Recording(TierReads):
         except READ_ERRORS as error:
             raise self._damaged(error) from error
 
-    def _sample_rows(self, spec: StreamSpec, device: int | None, start_ns: int | None,
-                     end_ns: int | None) -> Iterator[tuple[Any, ...]]:
+    def _sample_rows(
+        self, spec: StreamSpec, device: int | None, start_ns: int | None, end_ns: int | None
+    ) -> Iterator[tuple[Any, ...]]:
         keys = {} if device is None or not spec.keys else {"device": device}
         return blockreader.rows(self._db, spec, start_ns, end_ns, keys)
 
-    def gpu_samples(self, device: int | None = None, start_ns: int | None = None,
-                    end_ns: int | None = None) -> Iterator[GpuSample]:
+    def gpu_samples(
+        self, device: int | None = None, start_ns: int | None = None, end_ns: int | None = None
+    ) -> Iterator[GpuSample]:
         """GPU samples with start_ns <= t_ns < end_ns, in time order (then device), streamed."""
         return self._stream(self._sample_rows(GPU, device, start_ns, end_ns), GpuSample)
 
-    def util_samples(self, device: int | None = None, start_ns: int | None = None,
-                     end_ns: int | None = None) -> Iterator[UtilSample]:
+    def util_samples(
+        self, device: int | None = None, start_ns: int | None = None, end_ns: int | None = None
+    ) -> Iterator[UtilSample]:
         """Driver-buffered utilization samples in the range, in time order, streamed."""
         return self._stream(self._sample_rows(UTIL, device, start_ns, end_ns), _util)
 
-    def host_samples(self, start_ns: int | None = None,
-                     end_ns: int | None = None) -> Iterator[HostSample]:
+    def host_samples(
+        self, start_ns: int | None = None, end_ns: int | None = None
+    ) -> Iterator[HostSample]:
         """Host samples in the range, in time order, streamed."""
         return self._stream(self._sample_rows(HOST, None, start_ns, end_ns), _host)
 
@@ -225,22 +268,44 @@ class Recording(TierReads):
                 return iter(())
             phase_id = ids[0]
         kind_value = None if kind is None else int(kind)
-        keys = {name: value for name, value in (("kind", kind_value), ("phase_id", phase_id))
-                if value is not None}
+        keys = {
+            name: value
+            for name, value in (("kind", kind_value), ("phase_id", phase_id))
+            if value is not None
+        }
         rows = blockreader.rows(self._db, SPAN, keys=keys)
         phases = self._phases
 
-        def make(start: int, _seq: int, kind_value: int, phase_id: int, pid: int | None,
-                 duration: int, step: int | None, steps: int) -> Span:
-            return Span(phases.get(phase_id, f"phase-{phase_id}"),
-                        _SPAN_KINDS.get(kind_value) or SpanKind(kind_value), start,
-                        start + duration, step, steps, pid)
+        def make(
+            start: int,
+            _seq: int,
+            kind_value: int,
+            phase_id: int,
+            pid: int | None,
+            duration: int,
+            step: int | None,
+            steps: int,
+        ) -> Span:
+            return Span(
+                phases.get(phase_id, f"phase-{phase_id}"),
+                _SPAN_KINDS.get(kind_value) or SpanKind(kind_value),
+                start,
+                start + duration,
+                step,
+                steps,
+                pid,
+            )
 
         return self._stream(rows, make)
 
-    def span_columns(self, kind: SpanKind | None = None, start_ns: int | None = None,
-                     end_ns: int | None = None, *, steps: bool = True,
-                     ) -> Iterator[SpanColumns]:
+    def span_columns(
+        self,
+        kind: SpanKind | None = None,
+        start_ns: int | None = None,
+        end_ns: int | None = None,
+        *,
+        steps: bool = True,
+    ) -> Iterator[SpanColumns]:
         """Every span (or every span of one kind) as columns, one stored block at a time: the
         same spans as `spans()` without an object per span (spancolumns.py). With
         `start_ns`/`end_ns`, only the spans overlapping that range; with `steps=False`, their
@@ -249,8 +314,9 @@ class Recording(TierReads):
             self._load_phases()
         except READ_ERRORS as error:
             raise self._damaged(error) from error
-        return self._guarded(spancolumns.span_columns(self._db, self._phases, kind, start_ns,
-                                                      end_ns, steps=steps))
+        return self._guarded(
+            spancolumns.span_columns(self._db, self._phases, kind, start_ns, end_ns, steps=steps)
+        )
 
     def _guarded(self, items: Iterator[T]) -> Iterator[T]:
         try:
@@ -270,16 +336,22 @@ class Recording(TierReads):
 
         return self._stream(rows(), make)
 
-    def rows_at_most(self, stream: str, start_ns: int | None = None, end_ns: int | None = None,
-                     kind: SpanKind | None = None) -> int:
+    def rows_at_most(
+        self,
+        stream: str,
+        start_ns: int | None = None,
+        end_ns: int | None = None,
+        kind: SpanKind | None = None,
+    ) -> int:
         """An upper bound on the records of `stream` ("gpu", "util", "host", "span"; spans of
         one `kind`) in [start_ns, end_ns): the rows of the stored blocks touching the range, from
         their counts alone (no data read: for choosing how to read a range)."""
         spec = {s.name: s for s in (GPU, UTIL, HOST, SPAN)}[stream]
         try:
             keys = {} if kind is None else {"kind": int(kind)}
-            return blockcolumns.row_count(self._db, spec, start_ns, end_ns, keys,
-                                         by_end=spec is SPAN)
+            return blockcolumns.row_count(
+                self._db, spec, start_ns, end_ns, keys, by_end=spec is SPAN
+            )
         except READ_ERRORS as error:
             raise self._damaged(error) from error
 
@@ -316,8 +388,11 @@ class Recording(TierReads):
         candidates = ([start] if isinstance(start, int) else []) + ([bounds[0]] if bounds else [])
         return min(candidates, default=0)
 
-    def gpu_averages(self, start_ns: int | None = None, end_ns: int | None = None,
-                     ) -> dict[int, dict[str, float | int | None]]:
+    def gpu_averages(
+        self,
+        start_ns: int | None = None,
+        end_ns: int | None = None,
+    ) -> dict[int, dict[str, float | int | None]]:
         """Per device: sample count and the mean of every GPU metric over the range.
 
         Exact, from the tiers inside the range and raw samples at its edges (`gpu_summary`).
@@ -337,6 +412,10 @@ class Recording(TierReads):
     def __enter__(self) -> Recording:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
         self.close()

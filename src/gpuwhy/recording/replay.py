@@ -27,8 +27,13 @@ class ReplaySource:
 
     name = "replay"
 
-    def __init__(self, recording: Recording | str | os.PathLike[str], *, speed: float = 1.0,
-                 shift_time: bool = True) -> None:
+    def __init__(
+        self,
+        recording: Recording | str | os.PathLike[str],
+        *,
+        speed: float = 1.0,
+        shift_time: bool = True,
+    ) -> None:
         if not speed > 0:
             raise ValueError("speed must be positive")
         self.speed = speed
@@ -60,8 +65,12 @@ class ReplaySource:
     def open(self) -> list[DeviceInfo]:
         """The recording's devices; starts the merged sample stream."""
         recording = self._load()
-        self._stream = heapq.merge(recording.gpu_samples(), recording.util_samples(),
-                                   recording.host_samples(), key=lambda sample: sample.t_ns)
+        self._stream = heapq.merge(
+            recording.gpu_samples(),
+            recording.util_samples(),
+            recording.host_samples(),
+            key=lambda sample: sample.t_ns,
+        )
         self._next = next(self._stream, None)
         self.exhausted = self._next is None
         self._start_ns = None if self._next is None else self._next.t_ns

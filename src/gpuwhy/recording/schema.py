@@ -86,9 +86,14 @@ DDL = (
 )
 """Statements that create an empty recording of RECORDING_FORMAT_VERSION."""
 
-TABLES = ("meta", "devices", "phases", "events",
-          *(spec.table(kind) for spec in streams.STREAMS for kind in ("staging", "blocks")),
-          *(spec.table("tiers") for spec in streams.STREAMS if spec.tiered))
+TABLES = (
+    "meta",
+    "devices",
+    "phases",
+    "events",
+    *(spec.table(kind) for spec in streams.STREAMS for kind in ("staging", "blocks")),
+    *(spec.table("tiers") for spec in streams.STREAMS if spec.tiered),
+)
 
 
 def insert_sql(table: str, columns: tuple[str, ...], *, or_ignore: bool = False) -> str:
@@ -120,11 +125,14 @@ def create_empty(path: str | os.PathLike[str]) -> sqlite3.Connection:
         # O_EXCL: never overwrite someone's file, even if it appears between check and create.
         os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
     except FileExistsError as error:
-        raise RecordingError(f"recording {target} already exists",
-                             "choose another path or delete the old file") from error
+        raise RecordingError(
+            f"recording {target} already exists", "choose another path or delete the old file"
+        ) from error
     except OSError as error:
-        raise RecordingError(f"cannot create recording {target}: {error.strerror}",
-                             "check that the folder exists and is writable") from error
+        raise RecordingError(
+            f"cannot create recording {target}: {error.strerror}",
+            "check that the folder exists and is writable",
+        ) from error
     connection = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
     try:
         # Staging rows are deleted as their slot packs into a block: incremental vacuum lets
@@ -143,6 +151,7 @@ def create_empty(path: str | os.PathLike[str]) -> sqlite3.Connection:
         connection.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.Error as error:
         connection.close()
-        raise RecordingError(f"cannot create recording {target}: {error}",
-                             "check free disk space and permissions") from error
+        raise RecordingError(
+            f"cannot create recording {target}: {error}", "check free disk space and permissions"
+        ) from error
     return connection

@@ -31,17 +31,33 @@ class StoredReads(Protocol):
     """The two reads a segment summary needs from an open recording (tierqueries.TierQueries has
     them; declared here so that this module depends on no reader)."""
 
-    def stored(self, spec: StreamSpec, width_s: int, start_ns: int | None, end_ns: int | None,
-               device: int | None, skip_slots: Container[int] = ()) -> Iterable[tuple[Any, ...]]:
-        ...
+    def stored(
+        self,
+        spec: StreamSpec,
+        width_s: int,
+        start_ns: int | None,
+        end_ns: int | None,
+        device: int | None,
+        skip_slots: Container[int] = (),
+    ) -> Iterable[tuple[Any, ...]]: ...
 
-    def columns(self, spec: StreamSpec, start_ns: int, end_ns: int, device: int | None,
-                skip: Container[str] = ()) -> Iterator[tuple[tuple[Any, ...], list[Column]]]:
-        ...
+    def columns(
+        self,
+        spec: StreamSpec,
+        start_ns: int,
+        end_ns: int,
+        device: int | None,
+        skip: Container[str] = (),
+    ) -> Iterator[tuple[tuple[Any, ...], list[Column]]]: ...
 
 
-def summarise(reads: StoredReads, spec: StreamSpec, bounds: Sequence[int], device: int | None,
-              metrics: Collection[str] | None = None) -> list[dict[int | None, TierBucket]]:
+def summarise(
+    reads: StoredReads,
+    spec: StreamSpec,
+    bounds: Sequence[int],
+    device: int | None,
+    metrics: Collection[str] | None = None,
+) -> list[dict[int | None, TierBucket]]:
     """Per segment `[bounds[i], bounds[i + 1])` (bounds strictly increasing), per key, one
     bucket holding exactly the samples in it. With `metrics` (tier metric names), only those
     are summarised; the others read as absent in every bucket."""
@@ -63,11 +79,17 @@ def summarise(reads: StoredReads, spec: StreamSpec, bounds: Sequence[int], devic
         if row[0] // unit in cut_set:
             continue  # counted from the raw rows below
         segment = held[bisect.bisect_right(bounds, row[0]) - 1]
-        segment.setdefault(row[1:1 + keys], []).append(row[1 + keys:])
-    skip = () if metrics is None else [m for m in spec.tier_metrics
-                                       if m not in metrics and m in spec.full]
-    unread = set() if metrics is None else {index for index, m in enumerate(spec.tier_metrics)
-                                            if m not in metrics}
+        segment.setdefault(row[1 : 1 + keys], []).append(row[1 + keys :])
+    skip = (
+        ()
+        if metrics is None
+        else [m for m in spec.tier_metrics if m not in metrics and m in spec.full]
+    )
+    unread = (
+        set()
+        if metrics is None
+        else {index for index, m in enumerate(spec.tier_metrics) if m not in metrics}
+    )
     for low, high in _runs(cut, unit):
         low, high = max(low, first), min(high, last)
         for key, full in reads.columns(spec, low, high, device, skip):
@@ -104,9 +126,13 @@ def merged(spec: StreamSpec, rows: Sequence[Numbers]) -> list[Any]:
         base = 1 + 4 * m
         lows = [v for v in columns[base + 2] if v is not None]
         highs = [v for v in columns[base + 3] if v is not None]
-        out += [sum(columns[base]), sum(columns[base + 1]), min(lows) if lows else None,
-                max(highs) if highs else None]
-    out += [sum(column) for column in columns[1 + 4 * metrics:numbers]]
+        out += [
+            sum(columns[base]),
+            sum(columns[base + 1]),
+            min(lows) if lows else None,
+            max(highs) if highs else None,
+        ]
+    out += [sum(column) for column in columns[1 + 4 * metrics : numbers]]
     return out
 
 
@@ -137,8 +163,12 @@ def _runs(units: Iterable[int], unit_ns: int) -> Iterator[tuple[int, int]]:
         yield numbers[0] * unit_ns, (numbers[-1] + 1) * unit_ns
 
 
-def _row_ranges(times: Column, bounds: Sequence[int], low: int, high: int,
-                ) -> list[tuple[int, tuple[int, int]]]:
+def _row_ranges(
+    times: Column,
+    bounds: Sequence[int],
+    low: int,
+    high: int,
+) -> list[tuple[int, tuple[int, int]]]:
     """(segment, [a, b)) of the rows of sorted `times` inside [low, high), per segment;
     `low`/`high` lie within the bounds."""
     stamps: Sequence[int] = times  # type: ignore[assignment]  # time is never NULL

@@ -36,7 +36,10 @@ REASON_BITS = 16
 # list of them (after its time and device).
 GPU_METRICS = tuple(f.name for f in fields(GpuSample))[2:]
 HOST_METRICS = (  # the CPU shares stored in tenths of a percent
-    "cpu_system_permille", "job_cpu_permille", "job_rss_bytes", "job_processes",
+    "cpu_system_permille",
+    "job_cpu_permille",
+    "job_rss_bytes",
+    "job_processes",
     "memory_available_bytes",
 )
 UTIL_METRICS = ("gpu_pct", "memory_pct")  # tiers of the driver's buffered samples, by kind
@@ -86,8 +89,9 @@ def _util_by_kind(full: Sequence[Column], skip: Container[int] = ()) -> list[Col
             continue
         column = list(values)
         # Only the other kind's rows are touched, found at C speed.
-        for index in itertools.compress(range(len(kinds)),
-                                        map(operator.ne, kinds, itertools.repeat(kind))):
+        for index in itertools.compress(
+            range(len(kinds)), map(operator.ne, kinds, itertools.repeat(kind))
+        ):
             column[index] = None
         columns.append(column)
     return columns
@@ -99,22 +103,36 @@ def _span_end(full: Sequence[Column]) -> int:
 
 
 GPU = StreamSpec(
-    name="gpu", full=("t_ns", "device", *GPU_METRICS), keys=("device",), order=2,
-    tier_metrics=GPU_METRICS, tier_columns=lambda full, skip: list(full[2:]),
+    name="gpu",
+    full=("t_ns", "device", *GPU_METRICS),
+    keys=("device",),
+    order=2,
+    tier_metrics=GPU_METRICS,
+    tier_columns=lambda full, skip: list(full[2:]),
     reason_field="clock_event_reasons",
 )
 UTIL = StreamSpec(
-    name="util", full=("t_ns", "device", "kind", "value_pct"), keys=("device",), order=3,
-    tier_metrics=UTIL_METRICS, tier_columns=_util_by_kind,
+    name="util",
+    full=("t_ns", "device", "kind", "value_pct"),
+    keys=("device",),
+    order=3,
+    tier_metrics=UTIL_METRICS,
+    tier_columns=_util_by_kind,
 )
 HOST = StreamSpec(
-    name="host", full=("t_ns", *HOST_METRICS), keys=(), order=1,
-    tier_metrics=HOST_METRICS, tier_columns=lambda full, skip: list(full[1:]),
+    name="host",
+    full=("t_ns", *HOST_METRICS),
+    keys=(),
+    order=1,
+    tier_metrics=HOST_METRICS,
+    tier_columns=lambda full, skip: list(full[1:]),
 )
 SPAN = StreamSpec(
     name="span",
     full=("start_ns", "seq", "kind", "phase_id", "pid", "duration_ns", "step", "steps"),
-    keys=("kind", "phase_id", "pid"), order=2, end_of=_span_end,
+    keys=("kind", "phase_id", "pid"),
+    order=2,
+    end_of=_span_end,
 )
 STREAMS = (GPU, UTIL, HOST, SPAN)
 
@@ -139,8 +157,10 @@ def ddl(spec: StreamSpec) -> list[str]:
         f"CREATE INDEX {spec.table('blocks')}_by_end ON {spec.table('blocks')} (t_last)",
     ]
     if len(spec.keys) == 1:  # one GPU's blocks in time order, without reading the others'
-        statements.append(f"CREATE INDEX {spec.table('blocks')}_by_key ON "
-                          f"{spec.table('blocks')} ({spec.keys[0]}, t_first)")
+        statements.append(
+            f"CREATE INDEX {spec.table('blocks')}_by_key ON "
+            f"{spec.table('blocks')} ({spec.keys[0]}, t_first)"
+        )
     if spec.tiered:
         statements += [
             f"CREATE TABLE {spec.table('tiers')} (id INTEGER PRIMARY KEY, block INTEGER NOT NULL, "

@@ -37,19 +37,32 @@ class TierQueries:
         self._db = db
         self._damaged = damaged
 
-    def _raw(self, spec: StreamSpec, start_ns: int | None, end_ns: int | None,
-             device: int | None) -> Iterator[Row]:
+    def _raw(
+        self, spec: StreamSpec, start_ns: int | None, end_ns: int | None, device: int | None
+    ) -> Iterator[Row]:
         keys = {} if device is None or not spec.keys else {"device": device}
         return blockreader.rows(self._db, spec, start_ns, end_ns, keys)
 
-    def _stored(self, spec: StreamSpec, width_s: int, start_ns: int | None, end_ns: int | None,
-                device: int | None) -> Iterable[Row]:
+    def _stored(
+        self,
+        spec: StreamSpec,
+        width_s: int,
+        start_ns: int | None,
+        end_ns: int | None,
+        device: int | None,
+    ) -> Iterable[Row]:
         """Tier rows of a stored width."""
         keys = {} if device is None or not spec.keys else {"device": device}
         return blockreader.tier_rows(self._db, spec, width_s, start_ns, end_ns, keys)
 
-    def tiers(self, spec: StreamSpec, width_ns: int, device: int | None, start_ns: int | None,
-              end_ns: int | None) -> Iterator[TierBucket]:
+    def tiers(
+        self,
+        spec: StreamSpec,
+        width_ns: int,
+        device: int | None,
+        start_ns: int | None,
+        end_ns: int | None,
+    ) -> Iterator[TierBucket]:
         """Buckets of `width_ns` starting in [start_ns, end_ns), merged, in (time, key) order."""
         if width_ns <= 0 or width_ns % NS_PER_S:
             raise ValueError("tier width must be a positive multiple of one second")
@@ -64,8 +77,9 @@ class TierQueries:
         except READ_ERRORS as error:
             raise self._damaged(error) from error
 
-    def summary(self, spec: StreamSpec, start_ns: int | None, end_ns: int | None,
-                device: int | None) -> dict[int | None, TierBucket]:
+    def summary(
+        self, spec: StreamSpec, start_ns: int | None, end_ns: int | None, device: int | None
+    ) -> dict[int | None, TierBucket]:
         """Per key, one bucket holding exactly the samples with start_ns <= t < end_ns."""
         try:
             if start_ns is None or end_ns is None:
@@ -89,25 +103,41 @@ class TierQueries:
             result[bucket.device] = bucket
         return result
 
-
-    def segments(self, spec: StreamSpec, bounds: Sequence[int], device: int | None,
-                 metrics: Collection[str] | None = None) -> list[dict[int | None, TierBucket]]:
+    def segments(
+        self,
+        spec: StreamSpec,
+        bounds: Sequence[int],
+        device: int | None,
+        metrics: Collection[str] | None = None,
+    ) -> list[dict[int | None, TierBucket]]:
         """`summary` of every segment between consecutive `bounds` in one pass (segments.py)."""
         try:
             return segments.summarise(self, spec, bounds, device, metrics)
         except READ_ERRORS as error:
             raise self._damaged(error) from error
 
-    def stored(self, spec: StreamSpec, width_s: int, start_ns: int | None, end_ns: int | None,
-               device: int | None, skip_slots: Container[int] = ()) -> Iterable[Row]:
+    def stored(
+        self,
+        spec: StreamSpec,
+        width_s: int,
+        start_ns: int | None,
+        end_ns: int | None,
+        device: int | None,
+        skip_slots: Container[int] = (),
+    ) -> Iterable[Row]:
         """Tier rows of a stored width (unmerged); those of the slots in
         `skip_slots` may be left out."""
         keys = {} if device is None or not spec.keys else {"device": device}
-        return blockreader.tier_rows(self._db, spec, width_s, start_ns, end_ns, keys,
-                                     skip_slots)
+        return blockreader.tier_rows(self._db, spec, width_s, start_ns, end_ns, keys, skip_slots)
 
-    def columns(self, spec: StreamSpec, start_ns: int, end_ns: int, device: int | None,
-                skip: Container[str] = ()) -> Iterator[tuple[tuple[Any, ...], list[Column]]]:
+    def columns(
+        self,
+        spec: StreamSpec,
+        start_ns: int,
+        end_ns: int,
+        device: int | None,
+        skip: Container[str] = (),
+    ) -> Iterator[tuple[tuple[Any, ...], list[Column]]]:
         """(key values, time-sorted full columns) of blocks holding rows of the range; fields
         in `skip` may come back all NULL (not decoded)."""
         keys = {} if device is None or not spec.keys else {"device": device}
@@ -150,4 +180,3 @@ def _raw_tiers(spec: StreamSpec, rows: Iterable[Row], width_ns: int) -> Iterator
             columns = bucket_columns(spec, list(zip(*group, strict=True)), width_ns)
             keys = tuple(group[0][p] for p in key_positions)
             yield from ((row[0], *keys, *row[1:]) for row in zip(*columns, strict=True))
-

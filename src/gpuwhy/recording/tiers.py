@@ -24,8 +24,10 @@ from typing import Any, NamedTuple
 from gpuwhy.recording.streams import REASON_BITS, Column, StreamSpec
 
 # Host CPU shares are stored in tenths of a percent; tiers give them back in percent.
-_PUBLIC_NAMES = {"cpu_system_permille": ("cpu_system_pct", 10),
-                 "job_cpu_permille": ("job_cpu_pct", 10)}
+_PUBLIC_NAMES = {
+    "cpu_system_permille": ("cpu_system_pct", 10),
+    "job_cpu_permille": ("job_cpu_pct", 10),
+}
 
 
 class Summary(NamedTuple):
@@ -63,7 +65,7 @@ class TierBucket:
         if where is None:
             return None
         slot, scale = where
-        count, total, low, high = self.values[slot:slot + 4]
+        count, total, low, high = self.values[slot : slot + 4]
         if not count:
             return None
         if scale == 1:
@@ -116,8 +118,12 @@ def bucket_columns(spec: StreamSpec, full: Sequence[Column], width_ns: int) -> l
     return [starts, *range_columns(spec, full, list(itertools.pairwise(edges)))]
 
 
-def range_columns(spec: StreamSpec, full: Sequence[Column], spans: Sequence[tuple[int, int]],
-                  skip: Container[int] = ()) -> list[Column]:
+def range_columns(
+    spec: StreamSpec,
+    full: Sequence[Column],
+    spans: Sequence[tuple[int, int]],
+    skip: Container[int] = (),
+) -> list[Column]:
     """Tier columns after the bucket start (samples, 4 per metric, bit counts), one entry per
     non-empty row range `[a, b)` of `full` (time-sorted rows; the ranges need not cover them).
     Metrics whose index is in `skip` are left empty (as if never reported), unread."""
@@ -126,7 +132,7 @@ def range_columns(spec: StreamSpec, full: Sequence[Column], spans: Sequence[tupl
     columns: list[Column] = [sizes]
     assert spec.tier_columns is not None
     if len(spans) == 1 and spans[0] != (0, len(full[0])):
-        full = [column[spans[0][0]:spans[0][1]] for column in full]  # one range: its rows only
+        full = [column[spans[0][0] : spans[0][1]] for column in full]  # one range: its rows only
         spans = [(0, sizes[0])]
     # map() over the bucket slices keeps the per-bucket work in C: ~1 ms for a minute of one
     # GPU at 10 Hz; a column that is constant over the block (link width, memory plateau,
@@ -140,19 +146,27 @@ def range_columns(spec: StreamSpec, full: Sequence[Column], spans: Sequence[tupl
             if first is None:
                 columns += [[0] * buckets, [0] * buckets, [None] * buckets, [None] * buckets]
             else:
-                columns += [sizes, [first * size for size in sizes], [first] * buckets,
-                            [first] * buckets]
+                columns += [
+                    sizes,
+                    [first * size for size in sizes],
+                    [first] * buckets,
+                    [first] * buckets,
+                ]
             continue
         parts: list[Any] = [values[a:b] for a, b in spans]
         if None in values:
-            parts = [list(itertools.compress(part, map(operator.is_not, part, _NONES)))
-                     for part in parts]
+            parts = [
+                list(itertools.compress(part, map(operator.is_not, part, _NONES))) for part in parts
+            ]
             present = [part or [None] for part in parts]  # min([None]) is None: no values
-            columns += [list(map(len, parts)), list(map(sum, parts)),
-                        list(map(min, present)), list(map(max, present))]
+            columns += [
+                list(map(len, parts)),
+                list(map(sum, parts)),
+                list(map(min, present)),
+                list(map(max, present)),
+            ]
         else:
-            columns += [sizes, list(map(sum, parts)), list(map(min, parts)),
-                        list(map(max, parts))]
+            columns += [sizes, list(map(sum, parts)), list(map(min, parts)), list(map(max, parts))]
     if spec.reason_field:
         columns += _bit_counts(full[spec.full.index(spec.reason_field)], spans)
     return columns
@@ -186,8 +200,11 @@ def _merge_max(a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else max(a, b)
 
 
-def merge_rows(spec: StreamSpec, rows: Iterable[tuple[Any, ...]], width_ns: int,
-               ) -> Iterator[tuple[Any, ...]]:
+def merge_rows(
+    spec: StreamSpec,
+    rows: Iterable[tuple[Any, ...]],
+    width_ns: int,
+) -> Iterator[tuple[Any, ...]]:
     """Tier rows in (bucket, keys) order with rows of one bucket of `width_ns` merged into one.
 
     `rows` must come in order of time bucket (of `width_ns`) and, within a bucket, in any
@@ -202,8 +219,8 @@ def merge_rows(spec: StreamSpec, rows: Iterable[tuple[Any, ...]], width_ns: int,
         if bucket != current:
             yield from _flush(pending, current)
             current = bucket
-        key = row[1:1 + keys]
-        values = row[1 + keys:]
+        key = row[1 : 1 + keys]
+        values = row[1 + keys :]
         held = pending.get(key)
         if held is None:
             pending[key] = list(values)
@@ -230,8 +247,10 @@ def _merge(held: list[Any], values: Sequence[Any], metrics: int, numbers: int) -
         held[bit] += values[bit]
 
 
-def _flush(pending: dict[tuple[Any, ...], list[Any]], bucket: int | None,
-           ) -> Iterator[tuple[Any, ...]]:
+def _flush(
+    pending: dict[tuple[Any, ...], list[Any]],
+    bucket: int | None,
+) -> Iterator[tuple[Any, ...]]:
     if bucket is not None:
         for key in sorted(pending, key=lambda k: tuple(-1 if v is None else v for v in k)):
             yield (bucket, *key, *pending[key])
@@ -261,6 +280,12 @@ def metric_slots(spec: StreamSpec) -> Mapping[str, tuple[int, int]]:
 def to_bucket(spec: StreamSpec, row: Sequence[Any], width_ns: int) -> TierBucket:
     """The public form of a tier row."""
     keys = len(spec.keys)
-    return TierBucket(row[0], width_ns, row[1] if keys else None, row[1 + keys],
-                      tuple(row[2 + keys:]), _names(spec),
-                      REASON_BITS if spec.reason_field else 0)
+    return TierBucket(
+        row[0],
+        width_ns,
+        row[1] if keys else None,
+        row[1 + keys],
+        tuple(row[2 + keys :]),
+        _names(spec),
+        REASON_BITS if spec.reason_field else 0,
+    )

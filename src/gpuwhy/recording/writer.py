@@ -32,8 +32,7 @@ from gpuwhy.recording.blockwriter import StreamWriter
 
 _WRITE_CHUNK = 20_000  # rows per executemany: bounds the writer's own lists, not the transaction
 # Errors of one row's values (a wrong type, an integer beyond 64 bits), not of the file.
-_BAD_ROW = (sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.IntegrityError,
-            OverflowError)
+_BAD_ROW = (sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.IntegrityError, OverflowError)
 
 _gpu_row = attrgetter(*schema.GPU_COLUMNS)
 
@@ -43,8 +42,14 @@ def _tenths(value: float | None) -> int | None:
 
 
 def _host_row(s: HostSample) -> tuple[Any, ...]:
-    return (s.t_ns, _tenths(s.cpu_system_pct), _tenths(s.job_cpu_pct), s.job_rss_bytes,
-            s.job_processes, s.memory_available_bytes)
+    return (
+        s.t_ns,
+        _tenths(s.cpu_system_pct),
+        _tenths(s.job_cpu_pct),
+        s.job_rss_bytes,
+        s.job_processes,
+        s.memory_available_bytes,
+    )
 
 
 def _checked(row: tuple[Any, ...], keys: int) -> tuple[Any, ...]:
@@ -57,9 +62,21 @@ def _checked(row: tuple[Any, ...], keys: int) -> tuple[Any, ...]:
 
 def _device_row(d: DeviceInfo) -> tuple[Any, ...]:
     cc = d.compute_capability
-    return (d.index, d.name, d.uuid, d.pci_bus_id, d.memory_total_bytes,
-            cc[0] if cc else None, cc[1] if cc else None, d.sm_clock_max_mhz, d.power_limit_mw,
-            d.pcie_gen_max, d.pcie_width_max, d.mig_mode, d.gpm_supported)
+    return (
+        d.index,
+        d.name,
+        d.uuid,
+        d.pci_bus_id,
+        d.memory_total_bytes,
+        cc[0] if cc else None,
+        cc[1] if cc else None,
+        d.sm_clock_max_mhz,
+        d.power_limit_mw,
+        d.pcie_gen_max,
+        d.pcie_width_max,
+        d.mig_mode,
+        d.gpm_supported,
+    )
 
 
 def _to_json(value: Any) -> str:
@@ -78,9 +95,14 @@ class _FlushMarker:
 class RecordingWriter:
     """Writes records to a new recording file from a thread of its own (see module doc)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, flush_interval_s: float = 1.0,
-                 max_queue: int = 200_000,
-                 clock: Callable[[], int] = time.monotonic_ns) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        flush_interval_s: float = 1.0,
+        max_queue: int = 200_000,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
         self.path = os.fspath(path)
         self.dropped = 0
         self.error: str | None = None  # set if a write failed; later records are dropped
@@ -96,7 +118,8 @@ class RecordingWriter:
         self._span_seq = 0
         self._db = schema.create_empty(self.path)
         self._gpu, self._util, self._host, self._spans = (
-            StreamWriter(self._db, spec) for spec in streams.STREAMS)
+            StreamWriter(self._db, spec) for spec in streams.STREAMS
+        )
         self._write_meta("schema_version", schema.RECORDING_FORMAT_VERSION)
         self._write_meta("complete", False)
         self._write_meta("created_ns", clock())
@@ -125,8 +148,9 @@ class RecordingWriter:
         """Describe the devices the samples refer to (replaces entries of the same index)."""
         self._queue.append(("devices", [_device_row(d) for d in devices]))
 
-    def put_block(self, stream: str, key: Sequence[int], slot: int,
-                  columns: Sequence[Sequence[int | None]]) -> None:
+    def put_block(
+        self, stream: str, key: Sequence[int], slot: int, columns: Sequence[Sequence[int | None]]
+    ) -> None:
         """Bulk path (generated or imported data): one slot of one key of a sample stream.
 
         `stream` is "gpu", "util" or "host"; `columns` are the stream's full-row columns
@@ -156,8 +180,9 @@ class RecordingWriter:
     # ---- writer thread ----------------------------------------------------------------------
 
     def _write_meta(self, key: str, value: Any) -> None:
-        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                         (key, _to_json(value)))
+        self._db.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, _to_json(value))
+        )
 
     def _run(self) -> None:
         try:
@@ -210,8 +235,7 @@ class RecordingWriter:
                 elif kind is Span:
                     spans(self._span_row(item))
                 elif kind is Event:
-                    events.append((item.t_ns, item.kind, item.message,
-                                   _to_json(dict(item.data))))
+                    events.append((item.t_ns, item.kind, item.message, _to_json(dict(item.data))))
                 elif kind is _FlushMarker:
                     markers.append(item)
                     continue
@@ -231,8 +255,19 @@ class RecordingWriter:
         if not isinstance(span.phase, str):
             raise TypeError("a span's phase is a name")
         self._span_seq += 1
-        return _checked((span.start_ns, self._span_seq, int(span.kind), self._phase_id(span.phase),
-                         span.pid, max(0, span.end_ns - span.start_ns), span.step, span.steps), 4)
+        return _checked(
+            (
+                span.start_ns,
+                self._span_seq,
+                int(span.kind),
+                self._phase_id(span.phase),
+                span.pid,
+                max(0, span.end_ns - span.start_ns),
+                span.step,
+                span.steps,
+            ),
+            4,
+        )
 
     def _insert(self, events: list[Any], *, close_all: bool = False) -> None:
         for stream in (self._gpu, self._util, self._host, self._spans):
@@ -321,4 +356,5 @@ class RecordingWriter:
 
 _EVENT_SQL = schema.insert_sql("events", schema.EVENT_COLUMNS)
 _DEVICE_SQL = schema.insert_sql("devices", schema.DEVICE_COLUMNS).replace(
-    "INSERT", "INSERT OR REPLACE", 1)
+    "INSERT", "INSERT OR REPLACE", 1
+)

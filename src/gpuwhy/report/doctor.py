@@ -49,9 +49,11 @@ def _driver_line(facts: Mapping[str, Any]) -> str:
     gpus = [d for d in nvml.get("devices") or [] if isinstance(d, dict)]
     names = ", ".join(
         f"{d.get('index')}: {d.get('name')}"
-        + (f" sm_{d['compute_capability'][0]}{d['compute_capability'][1]}"
-           if isinstance(d.get("compute_capability"), list) and len(d["compute_capability"]) == 2
-           else "")
+        + (
+            f" sm_{d['compute_capability'][0]}{d['compute_capability'][1]}"
+            if isinstance(d.get("compute_capability"), list) and len(d["compute_capability"]) == 2
+            else ""
+        )
         for d in gpus
     )
     count = nvml.get("device_count", len(gpus))

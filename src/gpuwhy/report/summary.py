@@ -50,10 +50,15 @@ def basic_summary(recording: Recording) -> BasicSummary:
         bucket = whole.get(device.index)
         util = None if bucket is None else bucket.summary("util_gpu_pct")
         memory = None if bucket is None else bucket.summary("memory_used_bytes")
-        gpus.append(GpuSummary(
-            device.index, device.name, 0 if bucket is None else bucket.samples,
-            util.total / util.n if util is not None else None,
-            None if memory is None or memory.maximum is None else int(memory.maximum)))
+        gpus.append(
+            GpuSummary(
+                device.index,
+                device.name,
+                0 if bucket is None else bucket.samples,
+                util.total / util.n if util is not None else None,
+                None if memory is None or memory.maximum is None else int(memory.maximum),
+            )
+        )
     steps = sum(sum(block.steps) for block in recording.span_columns(kind=SpanKind.STEP))
     return BasicSummary(
         command=recorded_command(meta),
@@ -82,8 +87,11 @@ def format_basic_summary(summary: BasicSummary) -> list[str]:
         if gpu.peak_memory_used_bytes is not None:
             line += f", peak memory {gpu.peak_memory_used_bytes / 2**30:.1f} GiB"
         lines.append(line)
-    lines.append(f"  steps reported by the hooks: {summary.steps}" if summary.steps else
-                 "  no steps reported (no hooks, or the job ran no training loop)")
+    lines.append(
+        f"  steps reported by the hooks: {summary.steps}"
+        if summary.steps
+        else "  no steps reported (no hooks, or the job ran no training loop)"
+    )
     if not summary.complete:
         lines.append("  the recording is incomplete (gpuwhy was stopped before the job ended)")
     return lines

@@ -47,8 +47,9 @@ def _util(values: Mapping[int, float] | None) -> str:
     return " ".join(f"{d}:{v:.0f}%" for d, v in sorted(values.items()))
 
 
-def make_console(stream: TextIO, *, environ: Mapping[str, str] = os.environ,
-                 width: int | None = None) -> Console:
+def make_console(
+    stream: TextIO, *, environ: Mapping[str, str] = os.environ, width: int | None = None
+) -> Console:
     """The console the report is printed on: styled on a terminal, plain text elsewhere.
 
     NO_COLOR (no-color.org) set to anything but "" turns every escape code off, bold and dim
@@ -56,21 +57,38 @@ def make_console(stream: TextIO, *, environ: Mapping[str, str] = os.environ,
     ``width`` fixes the width (tests); by default the terminal's, else $COLUMNS, else 80.
     """
     plain = environ.get("NO_COLOR", "") != ""
-    return Console(file=stream, width=width, color_system=None if plain else "auto",
-                   no_color=plain or None, legacy_windows=False, _environ=dict(environ))
+    return Console(
+        file=stream,
+        width=width,
+        color_system=None if plain else "auto",
+        no_color=plain or None,
+        legacy_windows=False,
+        _environ=dict(environ),
+    )
 
 
 def _phase_table(phases: Mapping[str, PhaseStats]) -> Table:
     # Two blanks between columns (collapsed padding) keep all eight within 80 columns; the last
     # column is right-aligned so no row ends in blanks.
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
-    for name, justify in (("phase", "left"), ("time", "right"), ("share", "right"),
-                          ("steps", "right"), ("step p50", "right"), ("step p95", "right"),
-                          ("data wait", "right"), ("GPU util", "right")):
+    for name, justify in (
+        ("phase", "left"),
+        ("time", "right"),
+        ("share", "right"),
+        ("steps", "right"),
+        ("step p50", "right"),
+        ("step p95", "right"),
+        ("data wait", "right"),
+        ("GPU util", "right"),
+    ):
         # Phase names stay whole; on a narrow terminal the numbers wrap ("40.0 / ms"), never
         # truncated to an ellipsis.
-        table.add_column(name, justify=justify, no_wrap=name == "phase",  # type: ignore[arg-type]
-                         overflow="fold")
+        table.add_column(
+            name,
+            justify=justify,  # type: ignore[arg-type]
+            no_wrap=name == "phase",
+            overflow="fold",
+        )
     for phase in phases.values():
         table.add_row(
             Text(phase.name),  # a Text: a phase named "[x]" is not read as markup
@@ -98,9 +116,11 @@ def _finding(console: Console, number: int, finding: Finding) -> None:
     if finding.speedup is not None:
         head.append(f"  ~{finding.speedup:.2f}x faster if fixed", style="bold")
     _wrapped(console, head)
-    body = [Text(finding.title, style="bold"),
-            Text(f"evidence: {_evidence(finding.evidence)}", style="dim"),
-            Text(f"fix: {finding.fix}")]
+    body = [
+        Text(finding.title, style="bold"),
+        Text(f"evidence: {_evidence(finding.evidence)}", style="dim"),
+        Text(f"fix: {finding.fix}"),
+    ]
     if finding.speedup_method:
         body.append(Text(f"estimate: {finding.speedup_method}", style="dim"))
     for text in body:
@@ -132,8 +152,10 @@ def render(diagnosis: Diagnosis, console: Console) -> None:
     exit_text = "" if diagnosis.exit_code is None else f", exit code {diagnosis.exit_code}"
     _wrapped(console, Text(f"gpuwhy: {command} — {diagnosis.duration_s:.1f} s{exit_text}"))
     if not diagnosis.complete:
-        _wrapped(console, Text("(the recording is incomplete: gpuwhy stopped before the job)",
-                               style="dim"))
+        _wrapped(
+            console,
+            Text("(the recording is incomplete: gpuwhy stopped before the job)", style="dim"),
+        )
     _wrapped(console, Text("Verdict: ", style="bold").append(verdict(diagnosis)))
     _wrapped(console, _phase_table(diagnosis.phases))
     if diagnosis.findings:
@@ -146,11 +168,13 @@ def render(diagnosis: Diagnosis, console: Console) -> None:
     if shown:
         console.print(Text("Environment (details: gpuwhy doctor)", style="bold underline"))
         for finding in shown:
-            line = Text(f"{finding.severity.value.upper()} {finding.code}",
-                        style=_STYLE[finding.severity])
+            line = Text(
+                f"{finding.severity.value.upper()} {finding.code}", style=_STYLE[finding.severity]
+            )
             _wrapped(console, line.append(f": {finding.title}"))
         _wrapped(console, Text(f"fix: {shown[0].fix}", style="dim"), _INDENT)
     hidden = len(diagnosis.environment_findings) - len(shown)
     if hidden:
-        _wrapped(console, Text(f"(+{hidden} more environment findings: gpuwhy doctor)",
-                               style="dim"))
+        _wrapped(
+            console, Text(f"(+{hidden} more environment findings: gpuwhy doctor)", style="dim")
+        )

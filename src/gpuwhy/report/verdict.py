@@ -17,8 +17,11 @@ def environment_problems(diagnosis: Diagnosis) -> list[Finding]:
     TensorFlow job) is left to `gpuwhy doctor`; the JSON report keeps every finding.
     """
     framework = Framework(diagnosis.framework)
-    shown = [f for f in diagnosis.environment_findings
-             if f.severity is not Severity.INFO and concerns_job(framework, f)]
+    shown = [
+        f
+        for f in diagnosis.environment_findings
+        if f.severity is not Severity.INFO and concerns_job(framework, f)
+    ]
 
     def rank(finding: Finding) -> tuple[int, int]:
         machine = _MACHINE_FIRST.index(finding.code) if finding.code in _MACHINE_FIRST else 99
@@ -28,7 +31,7 @@ def environment_problems(diagnosis: Diagnosis) -> list[Finding]:
 
 
 def _first_clause(title: str) -> str:
-    """"No NVIDIA driver in this container: it was started without ..." -> the part before ":".
+    """ "No NVIDIA driver in this container: it was started without ..." -> the part before ":".
 
     Environment titles say what is wrong, then why; the verdict keeps the what (the report's
     environment section below it has the whole title).
@@ -45,7 +48,7 @@ def _training_phase(diagnosis: Diagnosis) -> PhaseStats | None:
 
 
 def gpu_busy(diagnosis: Diagnosis) -> str | None:
-    """"GPU busy 23% of 'train' time": NVML's utilization (the share of time a kernel ran).
+    """ "GPU busy 23% of 'train' time": NVML's utilization (the share of time a kernel ran).
 
     From the training phase's samples, else the whole run's; None when no GPU was sampled.
     Several GPUs give their range, so an idle one (IDLE_GPUS) is not averaged away.
@@ -54,8 +57,9 @@ def gpu_busy(diagnosis: Diagnosis) -> str | None:
     if phase is not None and phase.gpu_util_pct:
         values, where = list(phase.gpu_util_pct.values()), f"of '{phase.name}' time"
     else:
-        values = [d.util_mean_pct for d in diagnosis.devices
-                  if d.samples and d.util_mean_pct is not None]
+        values = [
+            d.util_mean_pct for d in diagnosis.devices if d.samples and d.util_mean_pct is not None
+        ]
         where = "while the job ran"
     if not values:
         return None

@@ -30,8 +30,9 @@ _GIB = 1 << 30
 
 def sparkline(values: Iterable[int | None], width: int = HISTORY) -> str:
     """0–100 % values as block characters, newest last; a gap for a missing value."""
-    chars = [" " if v is None else _BARS[min(max(v, 0), 100) * (len(_BARS) - 1) // 100]
-             for v in values]
+    chars = [
+        " " if v is None else _BARS[min(max(v, 0), 100) * (len(_BARS) - 1) // 100] for v in values
+    ]
     return "".join(chars[-width:])
 
 
@@ -56,9 +57,13 @@ def _style(util: int | None) -> str:
     return "red" if util < 10 else "yellow" if util < 75 else "green"
 
 
-def render_gpu(device: DeviceInfo, sample: GpuSample | None, history: Sequence[int | None],
-               processes: list[GpuProcess] | None,
-               names: Mapping[int, str] | None = None) -> RenderableType:
+def render_gpu(
+    device: DeviceInfo,
+    sample: GpuSample | None,
+    history: Sequence[int | None],
+    processes: list[GpuProcess] | None,
+    names: Mapping[int, str] | None = None,
+) -> RenderableType:
     """The block of one GPU."""
     title = Text(f"GPU {device.index}  {device.name}", style="bold")
     if sample is None:
@@ -73,25 +78,36 @@ def render_gpu(device: DeviceInfo, sample: GpuSample | None, history: Sequence[i
     if s.sm_active_permille is not None:
         gpm = Text("  SM active ")
         gpm.append(_pct(s.sm_active_permille / 10), style="bold")
-        gpm.append(f"  occupancy {_pct(_tenth(s.sm_occupancy_permille))}"
-                   f"  tensor {_pct(_tenth(s.tensor_active_permille))}"
-                   f"  DRAM {_pct(_tenth(s.dram_active_permille))}")
+        gpm.append(
+            f"  occupancy {_pct(_tenth(s.sm_occupancy_permille))}"
+            f"  tensor {_pct(_tenth(s.tensor_active_permille))}"
+            f"  DRAM {_pct(_tenth(s.dram_active_permille))}"
+        )
         lines.append(gpm)
     power_w = None if s.power_mw is None else s.power_mw / 1000
     limit_w = None if device.power_limit_mw is None else device.power_limit_mw / 1000
     memory = _ratio(s.memory_used_bytes, device.memory_total_bytes, "GiB", 1 / _GIB)
     lines.append(Text(f"  memory {memory}   power {_ratio(power_w, limit_w, 'W')}"))
-    clocks = Text(f"  SM clock {_ratio(s.sm_clock_mhz, device.sm_clock_max_mhz, 'MHz')}"
-                  f"   temp {_pct(s.temperature_c, ' °C')}   clocks: ")
+    clocks = Text(
+        f"  SM clock {_ratio(s.sm_clock_mhz, device.sm_clock_max_mhz, 'MHz')}"
+        f"   temp {_pct(s.temperature_c, ' °C')}   clocks: "
+    )
     reasons = decode_clock_event_reasons(s.clock_event_reasons)
     throttled = bool((s.clock_event_reasons or 0) & THROTTLING_MASK)
-    clocks.append(", ".join(reasons) if reasons else ("n/a" if s.clock_event_reasons is None
-                                                      else "full speed"),
-                  style="bold red" if throttled else "")
+    clocks.append(
+        ", ".join(reasons)
+        if reasons
+        else ("n/a" if s.clock_event_reasons is None else "full speed"),
+        style="bold red" if throttled else "",
+    )
     lines.append(clocks)
-    lines.append(Text(f"  PCIe {_link(s.pcie_gen, s.pcie_width)}"
-                      f" (max {_link(device.pcie_gen_max, device.pcie_width_max)})"
-                      f"   TX {_mbps(s.pcie_tx_kbps)}   RX {_mbps(s.pcie_rx_kbps)}"))
+    lines.append(
+        Text(
+            f"  PCIe {_link(s.pcie_gen, s.pcie_width)}"
+            f" (max {_link(device.pcie_gen_max, device.pcie_width_max)})"
+            f"   TX {_mbps(s.pcie_tx_kbps)}   RX {_mbps(s.pcie_rx_kbps)}"
+        )
+    )
     lines.append(Text("  procs " + _processes(processes, names or {})))
     return Group(*lines)
 
@@ -121,26 +137,39 @@ def _processes(processes: list[GpuProcess] | None, names: Mapping[int, str]) -> 
     return "  ".join(parts)
 
 
-def render(devices: Sequence[DeviceInfo], snapshot: Snapshot,
-           history: Mapping[int, Sequence[int | None]],
-           processes: Mapping[int, list[GpuProcess] | None],
-           names: Mapping[int, str] | None = None) -> RenderableType:
+def render(
+    devices: Sequence[DeviceInfo],
+    snapshot: Snapshot,
+    history: Mapping[int, Sequence[int | None]],
+    processes: Mapping[int, list[GpuProcess] | None],
+    names: Mapping[int, str] | None = None,
+) -> RenderableType:
     """The whole view: a host line, then one block per GPU."""
     blocks: list[RenderableType] = [_host_line(snapshot.host)]
     for device in devices:
-        blocks.append(render_gpu(device, snapshot.gpus.get(device.index),
-                                 history.get(device.index, ()), processes.get(device.index),
-                                 names))
+        blocks.append(
+            render_gpu(
+                device,
+                snapshot.gpus.get(device.index),
+                history.get(device.index, ()),
+                processes.get(device.index),
+                names,
+            )
+        )
     return Group(*blocks)
 
 
 def _host_line(host: HostSample | None) -> Text:
     if host is None:
         return Text("host  n/a", style="dim")
-    available = "n/a" if host.memory_available_bytes is None else \
-        f"{host.memory_available_bytes / _GIB:.1f} GiB"
-    return Text(f"host  CPU {_pct(host.cpu_system_pct)}   available memory {available}",
-                style="dim")
+    available = (
+        "n/a"
+        if host.memory_available_bytes is None
+        else f"{host.memory_available_bytes / _GIB:.1f} GiB"
+    )
+    return Text(
+        f"host  CPU {_pct(host.cpu_system_pct)}   available memory {available}", style="dim"
+    )
 
 
 class WatchView:
@@ -150,7 +179,8 @@ class WatchView:
         self.devices = list(devices)
         self.source = source  # asked for `processes(device)` if it has that method
         self.history: dict[int, collections.deque[int | None]] = {
-            d.index: collections.deque(maxlen=HISTORY) for d in self.devices}
+            d.index: collections.deque(maxlen=HISTORY) for d in self.devices
+        }
         self._last_t: dict[int, int] = {}
         self._names: dict[int, str] = {}
 
@@ -179,34 +209,45 @@ class WatchView:
                     self._names[pid] = "?"  # another pid namespace, or already gone
 
 
-def _settle(sources: Sequence[Source], sleep: Callable[[float], None],
-            timeout_s: float = 3.0) -> None:
+def _settle(
+    sources: Sequence[Source], sleep: Callable[[float], None], timeout_s: float = 3.0
+) -> None:
     """Wait for a few ticks and for slow readings (PCIe, processes) to have arrived once."""
     waited = 0.0
-    while waited < 0.35 or (waited < timeout_s and any(
-            getattr(source, "slow_passes", 1) < 1 for source in sources)):
+    while waited < 0.35 or (
+        waited < timeout_s and any(getattr(source, "slow_passes", 1) < 1 for source in sources)
+    ):
         sleep(0.05)
         waited += 0.05
 
 
-def watch(sources: Sequence[Source], console: Console, *, interval_s: float = 1.0,
-          once: bool = False, frames: int | None = None,
-          sleep: Callable[[float], None] = time.sleep) -> int:
+def watch(
+    sources: Sequence[Source],
+    console: Console,
+    *,
+    interval_s: float = 1.0,
+    once: bool = False,
+    frames: int | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
     """Sample `sources` and show them; `once` prints one snapshot. Returns an exit code.
 
     The first source is asked for per-GPU processes. `frames` bounds the live loop (tests);
     Ctrl-C ends it normally. NoDeviceError if no source could report a device.
     """
     # One snapshot needs no long period: a few quick ticks give GPM its ≥ 100 ms window.
-    sampler = Sampler(sources, lambda record: None, interval_s=min(interval_s, 0.1) if once
-                      else interval_s)
+    sampler = Sampler(
+        sources, lambda record: None, interval_s=min(interval_s, 0.1) if once else interval_s
+    )
     devices = sampler.start()
     if not devices and (sampler.degraded or sampler.unavailable):
         sampler.stop()
-        reasons = "; ".join(f"{name}: {why}" for name, why in
-                            {**sampler.unavailable, **sampler.degraded}.items())
-        raise NoDeviceError(f"no GPU to watch ({reasons})",
-                            "check the driver with nvidia-smi, then try again")
+        reasons = "; ".join(
+            f"{name}: {why}" for name, why in {**sampler.unavailable, **sampler.degraded}.items()
+        )
+        raise NoDeviceError(
+            f"no GPU to watch ({reasons})", "check the driver with nvidia-smi, then try again"
+        )
     view = WatchView(devices, sources[0] if sources else None)
     try:
         if once:

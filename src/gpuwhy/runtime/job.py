@@ -149,9 +149,7 @@ def run_job(
             if not started:
                 raise
             crash = crash or error
-    return JobResult(
-        exit_code, options.record, started, list(session.errors), spawn_error, crash
-    )
+    return JobResult(exit_code, options.record, started, list(session.errors), spawn_error, crash)
 
 
 def _own_cost(probe: EnvironmentProbe | None) -> dict[str, float | None]:

@@ -70,8 +70,13 @@ class HostSource:
 
     name = "host"
 
-    def __init__(self, job: JobTracker | None = None, *, interval_s: float = 0.5,
-                 clock: Callable[[], int] = time.monotonic_ns) -> None:
+    def __init__(
+        self,
+        job: JobTracker | None = None,
+        *,
+        interval_s: float = 0.5,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
         self.job = job
         # A tick a little early still counts: the sampler's ticks jitter around their grid.
         self._min_gap_ns = int(interval_s * 0.9e9)
@@ -95,8 +100,9 @@ class HostSource:
         now = self._clock()
         self._last_ns = now
         if self.job is not None:
-            self._job_cpu_before = {pid: (start, cpu) for pid, start, cpu, _ in
-                                    self._job_readings()}
+            self._job_cpu_before = {
+                pid: (start, cpu) for pid, start, cpu, _ in self._job_readings()
+            }
             self._job_before_ns = now
         return []
 
@@ -117,22 +123,28 @@ class HostSource:
             if self._job_before_ns is not None and now_ns > self._job_before_ns:
                 # Only processes seen at both reads (same start time: not a reused pid); a
                 # process's CPU before we first saw it did not necessarily happen in between.
-                used = sum(cpu - before[pid][1] for pid, start, cpu, _ in readings
-                           if pid in before and before[pid][0] == start)
-                job_cpu_pct = round(max(used, 0.0) / ((now_ns - self._job_before_ns) / 1e9)
-                                    * 100, 1)
+                used = sum(
+                    cpu - before[pid][1]
+                    for pid, start, cpu, _ in readings
+                    if pid in before and before[pid][0] == start
+                )
+                job_cpu_pct = round(
+                    max(used, 0.0) / ((now_ns - self._job_before_ns) / 1e9) * 100, 1
+                )
             self._job_cpu_before = {pid: (start, cpu) for pid, start, cpu, _ in readings}
             self._job_before_ns = now_ns
             job_rss = sum(rss for *_, rss in readings)
             job_count = len(readings)
-        return [HostSample(
-            t_ns=now_ns,
-            cpu_system_pct=None if share is None else round(share * 100, 1),
-            job_cpu_pct=job_cpu_pct,
-            job_rss_bytes=job_rss,
-            job_processes=job_count,
-            memory_available_bytes=_memory_available(),
-        )]
+        return [
+            HostSample(
+                t_ns=now_ns,
+                cpu_system_pct=None if share is None else round(share * 100, 1),
+                job_cpu_pct=job_cpu_pct,
+                job_rss_bytes=job_rss,
+                job_processes=job_count,
+                memory_available_bytes=_memory_available(),
+            )
+        ]
 
     def _job_readings(self) -> list[tuple[int, float, float, int]]:
         """(pid, start time, CPU seconds, RSS bytes) of each live process of the job."""

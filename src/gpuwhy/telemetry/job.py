@@ -21,8 +21,13 @@ SCAN_SHARE = 0.005  # at most 0.5 % of one core for walking the process table
 class JobTracker:
     """The pids of a job's process tree, refreshed at most every `refresh_s`."""
 
-    def __init__(self, root_pid: int | None, *, refresh_s: float = 1.0,
-                 clock: Callable[[], int] = time.monotonic_ns) -> None:
+    def __init__(
+        self,
+        root_pid: int | None,
+        *,
+        refresh_s: float = 1.0,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
         self.root_pid = root_pid
         self._refresh_ns = int(refresh_s * 1e9)
         self.refresh_interval_ns = self._refresh_ns  # grows if a scan is slow (SCAN_SHARE)

@@ -37,10 +37,15 @@ class NvmlSource:
 
     name = "nvml"
 
-    def __init__(self, job: JobTracker | None = None, *, slow_interval_s: float = 1.0,
-                 clock: Callable[[], int] = time.monotonic_ns,
-                 wall_clock: Callable[[], int] = time.time_ns,
-                 boot_clock: Callable[[], int] = _boot_clock) -> None:
+    def __init__(
+        self,
+        job: JobTracker | None = None,
+        *,
+        slow_interval_s: float = 1.0,
+        clock: Callable[[], int] = time.monotonic_ns,
+        wall_clock: Callable[[], int] = time.time_ns,
+        boot_clock: Callable[[], int] = _boot_clock,
+    ) -> None:
         self.job = job
         self.slow_interval_s = max(slow_interval_s, 1.0)  # process lists cost ms: ≥ 1 s
         self.problem: nd.NvmlUnavailable | None = None
@@ -98,19 +103,29 @@ class NvmlSource:
                 self.devices.append(NvmlDevice(nvml, index, now))
             except nvml.NVMLError as error:  # one broken GPU must not hide the others
                 reason = f"NVML error {nvml_error_code(error)}: {error}"
-                self._pending.append(Event(now, "device_lost", f"GPU {index} does not answer: "
-                                           f"{reason}", {"device": index, "error": reason}))
+                self._pending.append(
+                    Event(
+                        now,
+                        "device_lost",
+                        f"GPU {index} does not answer: {reason}",
+                        {"device": index, "error": reason},
+                    )
+                )
         if not self.devices:
             raise RuntimeError(f"no GPU answers ({len(self._pending)} found)")
-        self._slow_thread = threading.Thread(target=self._slow_lane, name="gpuwhy-nvml-slow",
-                                             daemon=True)
+        self._slow_thread = threading.Thread(
+            target=self._slow_lane, name="gpuwhy-nvml-slow", daemon=True
+        )
         self._slow_thread.start()
         return [device.info for device in self.devices]
 
     def read(self, now_ns: int) -> list[Record]:
         """A GpuSample per healthy device and the driver's new utilization samples."""
-        clocks = {nd.TimeDomain.MONOTONIC: now_ns, nd.TimeDomain.WALL: self._wall_clock(),
-                  nd.TimeDomain.BOOT: self._boot_clock()}
+        clocks = {
+            nd.TimeDomain.MONOTONIC: now_ns,
+            nd.TimeDomain.WALL: self._wall_clock(),
+            nd.TimeDomain.BOOT: self._boot_clock(),
+        }
         records: list[Record] = list(self._pending)
         self._pending.clear()
         for device in self.devices:
@@ -120,15 +135,21 @@ class NvmlSource:
                 records.extend(self._read_device(device, now_ns, clocks))
             except self._nvml.NVMLError as error:
                 device.lost = f"NVML error {nvml_error_code(error)}: {error}"
-                records.append(Event(now_ns, "device_lost",
-                                     f"GPU {device.index} stopped answering: {device.lost}",
-                                     {"device": device.index, "error": device.lost}))
+                records.append(
+                    Event(
+                        now_ns,
+                        "device_lost",
+                        f"GPU {device.index} stopped answering: {device.lost}",
+                        {"device": device.index, "error": device.lost},
+                    )
+                )
         if self.devices and all(device.lost is not None for device in self.devices):
             raise RuntimeError(f"no GPU answers any more ({self.devices[0].lost})")
         return records
 
-    def _read_device(self, device: NvmlDevice, now_ns: int,
-                     clocks: dict[nd.TimeDomain, int]) -> list[Record]:
+    def _read_device(
+        self, device: NvmlDevice, now_ns: int, clocks: dict[nd.TimeDomain, int]
+    ) -> list[Record]:
         nvml = self._nvml
         handle = device.handle
         get = device.value
@@ -139,28 +160,31 @@ class NvmlSource:
             reasons = get("throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
         gpm = device.gpm_values(now_ns)
         slow: SlowReading = device.slow
-        records: list[Record] = [GpuSample(
-            t_ns=now_ns,
-            device=device.index,
-            util_gpu_pct=None if rates is None else int(rates.gpu),
-            util_mem_pct=None if rates is None else int(rates.memory),
-            memory_used_bytes=None if memory is None else int(memory.used),
-            sm_clock_mhz=get("sm_clock", "nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM),
-            power_mw=get("power", "nvmlDeviceGetPowerUsage", handle),
-            temperature_c=get("temperature", "nvmlDeviceGetTemperature", handle,
-                              nvml.NVML_TEMPERATURE_GPU),
-            pcie_tx_kbps=slow.pcie_tx_kbps,
-            pcie_rx_kbps=slow.pcie_rx_kbps,
-            pcie_gen=slow.pcie_gen,
-            pcie_width=slow.pcie_width,
-            clock_event_reasons=reasons,
-            sm_active_permille=gpm[0],
-            sm_occupancy_permille=gpm[1],
-            tensor_active_permille=gpm[2],
-            dram_active_permille=gpm[3],
-            job_memory_bytes=slow.job_memory_bytes,
-            job_sm_pct=slow.job_sm_pct,
-        )]
+        records: list[Record] = [
+            GpuSample(
+                t_ns=now_ns,
+                device=device.index,
+                util_gpu_pct=None if rates is None else int(rates.gpu),
+                util_mem_pct=None if rates is None else int(rates.memory),
+                memory_used_bytes=None if memory is None else int(memory.used),
+                sm_clock_mhz=get("sm_clock", "nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM),
+                power_mw=get("power", "nvmlDeviceGetPowerUsage", handle),
+                temperature_c=get(
+                    "temperature", "nvmlDeviceGetTemperature", handle, nvml.NVML_TEMPERATURE_GPU
+                ),
+                pcie_tx_kbps=slow.pcie_tx_kbps,
+                pcie_rx_kbps=slow.pcie_rx_kbps,
+                pcie_gen=slow.pcie_gen,
+                pcie_width=slow.pcie_width,
+                clock_event_reasons=reasons,
+                sm_active_permille=gpm[0],
+                sm_occupancy_permille=gpm[1],
+                tensor_active_permille=gpm[2],
+                dram_active_permille=gpm[3],
+                job_memory_bytes=slow.job_memory_bytes,
+                job_sm_pct=slow.job_sm_pct,
+            )
+        ]
         for kind in (UtilKind.GPU, UtilKind.MEMORY):
             for t_ns, value in device.buffered_samples(kind, clocks):
                 records.append(UtilSample(t_ns, device.index, kind, value))

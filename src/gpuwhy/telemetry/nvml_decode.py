@@ -27,15 +27,29 @@ from gpuwhy.nvml_codes import (
     NOT_SUPPORTED,
 )
 
-VALUE_MISSING_CODES = frozenset({
-    INVALID_ARGUMENT, NOT_SUPPORTED, NO_PERMISSION, NOT_FOUND, FUNCTION_NOT_FOUND, NO_DATA,
-    ARGUMENT_VERSION_MISMATCH, NOT_READY,
-})
+VALUE_MISSING_CODES = frozenset(
+    {
+        INVALID_ARGUMENT,
+        NOT_SUPPORTED,
+        NO_PERMISSION,
+        NOT_FOUND,
+        FUNCTION_NOT_FOUND,
+        NO_DATA,
+        ARGUMENT_VERSION_MISMATCH,
+        NOT_READY,
+    }
+)
 """Codes that mean "this value is not available here", not "the GPU failed": the field is None."""
 
-PERMANENTLY_MISSING_CODES = frozenset({
-    INVALID_ARGUMENT, NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND, ARGUMENT_VERSION_MISMATCH,
-})
+PERMANENTLY_MISSING_CODES = frozenset(
+    {
+        INVALID_ARGUMENT,
+        NOT_SUPPORTED,
+        NO_PERMISSION,
+        FUNCTION_NOT_FOUND,
+        ARGUMENT_VERSION_MISMATCH,
+    }
+)
 """Of those, the ones that will not change while running: the call is not tried again."""
 
 
@@ -64,40 +78,55 @@ class NvmlUnavailable:
 
 _PROBLEMS: dict[int, tuple[NvmlProblem, str, str]] = {
     LIBRARY_NOT_FOUND: (
-        NvmlProblem.NO_LIBRARY, "no NVIDIA driver: the NVML library cannot be loaded",
+        NvmlProblem.NO_LIBRARY,
+        "no NVIDIA driver: the NVML library cannot be loaded",
         "install the NVIDIA driver; in a container, start it with the NVIDIA runtime "
-        "(docker run --gpus all)"),
+        "(docker run --gpus all)",
+    ),
     DRIVER_NOT_LOADED: (
-        NvmlProblem.DRIVER_NOT_LOADED, "the NVIDIA kernel driver is not loaded",
-        "load or reinstall the driver (nvidia-smi must work), then try again"),
+        NvmlProblem.DRIVER_NOT_LOADED,
+        "the NVIDIA kernel driver is not loaded",
+        "load or reinstall the driver (nvidia-smi must work), then try again",
+    ),
     GPU_NOT_FOUND: (
-        NvmlProblem.NO_GPU, "the NVIDIA driver is running but finds no GPU",
+        NvmlProblem.NO_GPU,
+        "the NVIDIA driver is running but finds no GPU",
         "check that the GPU is seated and powered (nvidia-smi -L); in a VM or container, "
-        "pass the GPU through"),
+        "pass the GPU through",
+    ),
     LIB_RM_VERSION_MISMATCH: (
         NvmlProblem.VERSION_MISMATCH,
         "the NVIDIA driver library and kernel module have different versions",
-        "reboot after the driver update (or reload the nvidia kernel module)"),
+        "reboot after the driver update (or reload the nvidia kernel module)",
+    ),
     FUNCTION_NOT_FOUND: (
-        NvmlProblem.VERSION_MISMATCH, "the NVIDIA driver is too old for nvidia-ml-py",
-        "update the NVIDIA driver"),
+        NvmlProblem.VERSION_MISMATCH,
+        "the NVIDIA driver is too old for nvidia-ml-py",
+        "update the NVIDIA driver",
+    ),
     NO_PERMISSION: (
-        NvmlProblem.NO_PERMISSION, "not allowed to talk to the NVIDIA driver",
-        "check the permissions of /dev/nvidia* (e.g. membership of the video group)"),
+        NvmlProblem.NO_PERMISSION,
+        "not allowed to talk to the NVIDIA driver",
+        "check the permissions of /dev/nvidia* (e.g. membership of the video group)",
+    ),
 }
 
 
 def classify_nvml_error(error: BaseException) -> NvmlUnavailable:
     """Classify an exception from importing pynvml, nvmlInit() or nvmlDeviceGetCount()."""
     if isinstance(error, ImportError):
-        return NvmlUnavailable(NvmlProblem.NO_LIBRARY, "nvidia-ml-py is not installed",
-                               "pip install nvidia-ml-py")
+        return NvmlUnavailable(
+            NvmlProblem.NO_LIBRARY, "nvidia-ml-py is not installed", "pip install nvidia-ml-py"
+        )
     code = getattr(error, "value", None)
     if isinstance(code, int) and code in _PROBLEMS:
         return NvmlUnavailable(*_PROBLEMS[code])
     text = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return NvmlUnavailable(NvmlProblem.OTHER, f"NVML failed to start ({text})",
-                           "run nvidia-smi to see what the driver reports")
+    return NvmlUnavailable(
+        NvmlProblem.OTHER,
+        f"NVML failed to start ({text})",
+        "run nvidia-smi to see what the driver reports",
+    )
 
 
 def no_gpu() -> NvmlUnavailable:
@@ -158,8 +187,9 @@ def detect_time_domain(stamp_us: int, now_ns: Mapping[TimeDomain, int]) -> TimeD
     best: tuple[int, TimeDomain] | None = None
     for domain, now in now_ns.items():
         age = now - stamp_us * 1000
-        if -_FUTURE_TOLERANCE_NS <= age <= MAX_SAMPLE_AGE_NS and (best is None
-                                                                 or abs(age) < best[0]):
+        if -_FUTURE_TOLERANCE_NS <= age <= MAX_SAMPLE_AGE_NS and (
+            best is None or abs(age) < best[0]
+        ):
             best = (abs(age), domain)
     return None if best is None else best[1]
 
@@ -170,16 +200,18 @@ def to_monotonic_ns(stamp_us: int, domain: TimeDomain, now_ns: Mapping[TimeDomai
     return now_ns[TimeDomain.MONOTONIC] - age
 
 
-def new_samples(samples: Iterable[tuple[int, int]], last_seen_us: int
-                ) -> tuple[int, list[tuple[int, int]]]:
+def new_samples(
+    samples: Iterable[tuple[int, int]], last_seen_us: int
+) -> tuple[int, list[tuple[int, int]]]:
     """(timestamp_us, value) samples newer than `last_seen_us`, in time order, and the newest
     timestamp to pass back next time (only ever one NVML returned: references.md#nvml-samples)."""
     fresh = sorted((stamp, value) for stamp, value in samples if stamp > last_seen_us)
     return (fresh[-1][0] if fresh else last_seen_us), fresh
 
 
-def latest_process_shares(samples: Iterable[tuple[int, int, int]], last_seen_us: int
-                          ) -> tuple[dict[int, int], int]:
+def latest_process_shares(
+    samples: Iterable[tuple[int, int, int]], last_seen_us: int
+) -> tuple[dict[int, int], int]:
     """pid -> SM % from (pid, timestamp_us, sm %) process samples (the newest per pid, of those
     newer than `last_seen_us`), and the timestamp to pass back next time
     (references.md#nvml-processes)."""
@@ -215,8 +247,9 @@ class GpuProcess:
     in_job: bool = False
 
 
-def job_usage(processes: list[GpuProcess] | None, job_pids: frozenset[int],
-              pid_visible: Mapping[int, bool]) -> tuple[int | None, int | None]:
+def job_usage(
+    processes: list[GpuProcess] | None, job_pids: frozenset[int], pid_visible: Mapping[int, bool]
+) -> tuple[int | None, int | None]:
     """(memory bytes, SM %) the job's processes use on one GPU; None where it cannot be told.
 
     NVML reports host pids; inside a container without the host pid namespace they match none

@@ -107,10 +107,12 @@ class NvmlDevice:
             uuid=None if uuid is None else _text(uuid),
             pci_bus_id=None if pci is None else _text(pci.busId),
             memory_total_bytes=None if memory is None else int(memory.total),
-            compute_capability=None if capability is None else (int(capability[0]),
-                                                                int(capability[1])),
-            sm_clock_max_mhz=get("info_max_clock", "nvmlDeviceGetMaxClockInfo", handle,
-                                 nvml.NVML_CLOCK_SM),
+            compute_capability=None
+            if capability is None
+            else (int(capability[0]), int(capability[1])),
+            sm_clock_max_mhz=get(
+                "info_max_clock", "nvmlDeviceGetMaxClockInfo", handle, nvml.NVML_CLOCK_SM
+            ),
             power_limit_mw=power_limit,
             pcie_gen_max=get("info_gen", "nvmlDeviceGetMaxPcieLinkGeneration", handle),
             pcie_width_max=get("info_width", "nvmlDeviceGetMaxPcieLinkWidth", handle),
@@ -123,8 +125,9 @@ class NvmlDevice:
 
     def _fetch_samples(self, kind: UtilKind, last_seen_us: int) -> list[tuple[int, int]]:
         key = f"samples_{kind.name}"
-        got = self.value(key, "nvmlDeviceGetSamples", self.handle,
-                         _SAMPLE_TYPES[kind], last_seen_us)
+        got = self.value(
+            key, "nvmlDeviceGetSamples", self.handle, _SAMPLE_TYPES[kind], last_seen_us
+        )
         if got is None:  # NOT_FOUND: no new samples (an idle GPU), or unsupported (MIG)
             return []
         value_type, samples = got
@@ -136,11 +139,15 @@ class NvmlDevice:
         last_seen, _ = nd.new_samples(self._fetch_samples(kind, 0), 0)
         return last_seen
 
-    def buffered_samples(self, kind: UtilKind, clocks: dict[nd.TimeDomain, int],
-                         ) -> list[tuple[int, int]]:
+    def buffered_samples(
+        self,
+        kind: UtilKind,
+        clocks: dict[nd.TimeDomain, int],
+    ) -> list[tuple[int, int]]:
         """(monotonic t_ns, value %) of the samples NVML buffered since the last call."""
-        last_seen, fresh = nd.new_samples(self._fetch_samples(kind, self._last_seen_us[kind]),
-                                          self._last_seen_us[kind])
+        last_seen, fresh = nd.new_samples(
+            self._fetch_samples(kind, self._last_seen_us[kind]), self._last_seen_us[kind]
+        )
         self._last_seen_us[kind] = last_seen
         if not fresh:
             return []
@@ -148,8 +155,9 @@ class NvmlDevice:
             self._domain = nd.detect_time_domain(fresh[-1][0], clocks)
             if self._domain is None:
                 return []  # a clock we cannot place: no samples rather than misplaced ones
-        converted = [(nd.to_monotonic_ns(stamp, self._domain, clocks), value)
-                     for stamp, value in fresh]
+        converted = [
+            (nd.to_monotonic_ns(stamp, self._domain, clocks), value) for stamp, value in fresh
+        ]
         return [(t, min(max(v, 0), 100)) for t, v in converted if t >= self._not_before_ns]
 
     # ---- GPM (references.md#nvml-gpm)
@@ -190,9 +198,12 @@ class NvmlDevice:
             if nvml_error_code(error) not in nd.VALUE_MISSING_CODES:
                 raise
             return self._gpm
-        values = [nd.gpm_permille(request.metrics[slot].value)
-                  if request.metrics[slot].nvmlReturn == 0 else None
-                  for slot in range(len(_GPM_METRICS))]
+        values = [
+            nd.gpm_permille(request.metrics[slot].value)
+            if request.metrics[slot].nvmlReturn == 0
+            else None
+            for slot in range(len(_GPM_METRICS))
+        ]
         self._gpm = (values[0], values[1], values[2], values[3])
         self._gpm_samples = [current, previous]  # the newest becomes the next window's start
         self._gpm_last_ns = now_ns
@@ -212,32 +223,42 @@ class NvmlDevice:
         visible = {p.pid: psutil.pid_exists(p.pid) for p in processes or []}
         memory, sm = nd.job_usage(processes, job_pids, visible)
         self.slow = SlowReading(
-            pcie_tx_kbps=tx, pcie_rx_kbps=rx,
+            pcie_tx_kbps=tx,
+            pcie_rx_kbps=rx,
             pcie_gen=get("pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration", handle),
             pcie_width=get("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth", handle),
-            job_memory_bytes=memory, job_sm_pct=sm, processes=processes,
+            job_memory_bytes=memory,
+            job_sm_pct=sm,
+            processes=processes,
         )
 
     def _processes(self, job_pids: frozenset[int]) -> list[nd.GpuProcess] | None:
-        listed = self.value("processes", "nvmlDeviceGetComputeRunningProcesses",
-                            self.handle)
+        listed = self.value("processes", "nvmlDeviceGetComputeRunningProcesses", self.handle)
         if listed is None:
             return None
         shares: dict[int, int] | None = None
         if "process_util" not in self.unsupported:
-            samples = self.value("process_util", "nvmlDeviceGetProcessUtilization",
-                                 self.handle, self._proc_last_seen_us)
+            samples = self.value(
+                "process_util",
+                "nvmlDeviceGetProcessUtilization",
+                self.handle,
+                self._proc_last_seen_us,
+            )
             if "process_util" not in self.unsupported:
                 # NOT_FOUND (None): no process used the SMs since the last call, so 0 for all.
                 shares, self._proc_last_seen_us = nd.latest_process_shares(
                     [(int(s.pid), int(s.timeStamp), int(s.smUtil)) for s in samples or []],
-                    self._proc_last_seen_us)
-        return [nd.GpuProcess(
-            pid=int(p.pid),
-            memory_bytes=None if p.usedGpuMemory is None else int(p.usedGpuMemory),
-            sm_pct=None if shares is None else shares.get(int(p.pid), 0),
-            in_job=int(p.pid) in job_pids,
-        ) for p in listed]
+                    self._proc_last_seen_us,
+                )
+        return [
+            nd.GpuProcess(
+                pid=int(p.pid),
+                memory_bytes=None if p.usedGpuMemory is None else int(p.usedGpuMemory),
+                sm_pct=None if shares is None else shares.get(int(p.pid), 0),
+                in_job=int(p.pid) in job_pids,
+            )
+            for p in listed
+        ]
 
     def free(self) -> None:
         """Release the GPM samples (safe to call twice)."""

@@ -25,7 +25,7 @@ def process_stat(pid: int) -> tuple[int, float, int] | None:
         return None
     # The command name (field 2) is in parentheses and may itself contain spaces or ')':
     # the fields after the last ')' start at field 3 (state). See proc(5).
-    fields = data[data.rfind(b")") + 2:].split()
+    fields = data[data.rfind(b")") + 2 :].split()
     try:
         utime, stime = int(fields[11]), int(fields[12])  # fields 14, 15
         start = int(fields[19])  # field 22

@@ -45,9 +45,15 @@ def _reason(error: BaseException) -> str:
 class Sampler:
     """Drives sources from one thread at a fixed period (see module doc)."""
 
-    def __init__(self, sources: Sequence[Source], sink: Callable[[Record], None], *,
-                 interval_s: float = 0.1, clock: Callable[[], int] = time.monotonic_ns,
-                 thread_clock: Callable[[], int] = time.thread_time_ns) -> None:
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        sink: Callable[[Record], None],
+        *,
+        interval_s: float = 0.1,
+        clock: Callable[[], int] = time.monotonic_ns,
+        thread_clock: Callable[[], int] = time.thread_time_ns,
+    ) -> None:
         self.sources = list(sources)
         self.interval_s = interval_s
         self.degraded: dict[str, str] = {}  # source name -> why it stopped
@@ -179,7 +185,11 @@ class Sampler:
         self.degraded[name] = reason
         if source in self._active:
             self._active.remove(source)
-        self._pending.append(Event(t_ns=now, kind="source_degraded",
-                                   message=f"telemetry source {name!r} stopped: {reason}",
-                                   data={"source": name, "error": reason}))
-
+        self._pending.append(
+            Event(
+                t_ns=now,
+                kind="source_degraded",
+                message=f"telemetry source {name!r} stopped: {reason}",
+                data={"source": name, "error": reason},
+            )
+        )

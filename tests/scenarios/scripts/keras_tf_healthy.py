@@ -36,8 +36,12 @@ def main() -> None:
         return tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).cache().prefetch(2)
 
     model = tf.keras.Sequential(
-        [tf.keras.Input((256,)), tf.keras.layers.Dense(1024, activation="relu"),
-         tf.keras.layers.Dense(1024, activation="relu"), tf.keras.layers.Dense(10)]
+        [
+            tf.keras.Input((256,)),
+            tf.keras.layers.Dense(1024, activation="relu"),
+            tf.keras.layers.Dense(1024, activation="relu"),
+            tf.keras.layers.Dense(10),
+        ]
     )
     model.compile(
         optimizer="adam",

@@ -46,8 +46,11 @@ def main() -> None:
     if not args.fast:
         ds = ds.map(load)
     model = tf.keras.Sequential(
-        [tf.keras.Input((32,)), tf.keras.layers.Dense(64, activation="relu"),
-         tf.keras.layers.Dense(10)]
+        [
+            tf.keras.Input((32,)),
+            tf.keras.layers.Dense(64, activation="relu"),
+            tf.keras.layers.Dense(10),
+        ]
     )
     model.compile(
         optimizer="adam",

@@ -38,8 +38,12 @@ def main() -> None:
 
     train, validation = dataset(TRAIN_BATCHES), dataset(VALIDATION_BATCHES)
     model = tf.keras.Sequential(
-        [tf.keras.Input((64,)), tf.keras.layers.Dense(256, activation="relu"),
-         tf.keras.layers.Dense(256, activation="relu"), tf.keras.layers.Dense(10)]
+        [
+            tf.keras.Input((64,)),
+            tf.keras.layers.Dense(256, activation="relu"),
+            tf.keras.layers.Dense(256, activation="relu"),
+            tf.keras.layers.Dense(10),
+        ]
     )
     model.compile(
         optimizer="adam",

@@ -55,8 +55,11 @@ def main() -> None:
     options.autotune.enabled = False
     ds = ds.with_options(options)
     model = tf.keras.Sequential(
-        [tf.keras.Input((32,)), tf.keras.layers.Dense(64, activation="relu"),
-         tf.keras.layers.Dense(10)]
+        [
+            tf.keras.Input((32,)),
+            tf.keras.layers.Dense(64, activation="relu"),
+            tf.keras.layers.Dense(10),
+        ]
     )
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     optimizer = tf.keras.optimizers.Adam()

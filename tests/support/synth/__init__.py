@@ -35,9 +35,17 @@ from support.synth import signals
 from support.synth.shapes import Timeline
 
 DEFAULT_START_NS = 302_400 * NS_PER_S  # a monotonic clock three and a half days after boot
-H100 = dict(name="NVIDIA H100 80GB HBM3", memory_total_bytes=85_520_809_984,
-            compute_capability=(9, 0), sm_clock_max_mhz=1980, power_limit_mw=700_000,
-            pcie_gen_max=5, pcie_width_max=16, mig_mode=False, gpm_supported=True)
+H100 = dict(
+    name="NVIDIA H100 80GB HBM3",
+    memory_total_bytes=85_520_809_984,
+    compute_capability=(9, 0),
+    sm_clock_max_mhz=1980,
+    power_limit_mw=700_000,
+    pcie_gen_max=5,
+    pcie_width_max=16,
+    mig_mode=False,
+    gpm_supported=True,
+)
 
 
 @dataclass(frozen=True)
@@ -58,15 +66,28 @@ class SynthResult:
 
 def devices(count: int) -> list[DeviceInfo]:
     """`count` H100s as NVML would describe them (constructed identities)."""
-    return [DeviceInfo(index=i, uuid=f"GPU-5e1f0000-0000-4000-8000-{i:012x}",
-                       pci_bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0", **H100)  # type: ignore[arg-type]
-            for i in range(count)]
+    return [
+        DeviceInfo(
+            index=i,
+            uuid=f"GPU-5e1f0000-0000-4000-8000-{i:012x}",
+            pci_bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
+            **H100,
+        )  # type: ignore[arg-type]
+        for i in range(count)
+    ]
 
 
-def synthesize(path: str | os.PathLike[str], *, hours: float = 24.0, gpus: int = 8,
-               rate_hz: float = 10.0, seed: int = 0, via: str = "bulk",
-               start_ns: int = DEFAULT_START_NS,
-               on_slot: Callable[[int, int], None] | None = None) -> SynthResult:
+def synthesize(
+    path: str | os.PathLike[str],
+    *,
+    hours: float = 24.0,
+    gpus: int = 8,
+    rate_hz: float = 10.0,
+    seed: int = 0,
+    via: str = "bulk",
+    start_ns: int = DEFAULT_START_NS,
+    on_slot: Callable[[int, int], None] | None = None,
+) -> SynthResult:
     """Write a synthetic recording to a new file `path` (RecordingError if it exists).
 
     `on_slot(done, total)` is called after each minute of run time has been handed over
@@ -79,19 +100,40 @@ def synthesize(path: str | os.PathLike[str], *, hours: float = 24.0, gpus: int =
     started = time.perf_counter()
     end_ns = start_ns + int(hours * 3600 * NS_PER_S)
     writer = RecordingWriter(path)
-    writer.set_meta("synthetic", {
-        "generator": "tests/support/synth", "seed": seed, "hours": hours, "gpus": gpus,
-        "rate_hz": rate_hz, "note": "constructed data shaped like a training run, not measured"})
-    for name, value in (("command", ["python", "train.py", "--synthetic"]),
-                       ("start_ns", start_ns), ("end_ns", end_ns),
-                       ("start_wall_s", 1_767_225_600.0), ("exit_code", 0),
-                       ("hostname", "synthetic-node"), ("interval_s", 1 / rate_hz),
-                       ("python", None), ("environment", {}), ("dropped", 0)):
+    writer.set_meta(
+        "synthetic",
+        {
+            "generator": "tests/support/synth",
+            "seed": seed,
+            "hours": hours,
+            "gpus": gpus,
+            "rate_hz": rate_hz,
+            "note": "constructed data shaped like a training run, not measured",
+        },
+    )
+    for name, value in (
+        ("command", ["python", "train.py", "--synthetic"]),
+        ("start_ns", start_ns),
+        ("end_ns", end_ns),
+        ("start_wall_s", 1_767_225_600.0),
+        ("exit_code", 0),
+        ("hostname", "synthetic-node"),
+        ("interval_s", 1 / rate_hz),
+        ("python", None),
+        ("environment", {}),
+        ("dropped", 0),
+    ):
         writer.set_meta(name, value)
     writer.add_devices(devices(gpus))
     writer.put(Event(start_ns, "child_started", "command started", {"pid": 4242}))
-    writer.put(Event(start_ns + 40 * NS_PER_S, "hook", "keras fit instrumented",
-                     {"key": "keras.fit", "framework": "keras"}))
+    writer.put(
+        Event(
+            start_ns + 40 * NS_PER_S,
+            "hook",
+            "keras fit instrumented",
+            {"key": "keras.fit", "framework": "keras"},
+        )
+    )
     timeline = Timeline(start_ns, end_ns, seed)
     signal = signals.Signals(timeline, gpus, rate_hz, seed)
     counts = {"gpu": 0, "util": 0, "host": 0, "spans": 0}
@@ -106,8 +148,7 @@ def synthesize(path: str | os.PathLike[str], *, hours: float = 24.0, gpus: int =
             else:
                 _put_records(writer, stream, columns)
         for span in timeline.advance(high):
-            writer.put(Span(span.phase, span.kind, span.start_ns, span.end_ns, span.step,
-                            pid=4242))
+            writer.put(Span(span.phase, span.kind, span.start_ns, span.end_ns, span.step, pid=4242))
             counts["spans"] += 1
         if (slot - first) % 10 == 9 or via == "records":
             writer.flush()  # bounds the queue: the generator is far faster than real time
@@ -117,9 +158,18 @@ def synthesize(path: str | os.PathLike[str], *, hours: float = 24.0, gpus: int =
     writer.close()
     if writer.error is not None or writer.dropped:
         raise RuntimeError(f"the writer failed: {writer.error or f'{writer.dropped} dropped'}")
-    return SynthResult(os.fspath(path), hours, gpus, rate_hz, seed, counts["gpu"],
-                       counts["util"], counts["host"], counts["spans"],
-                       time.perf_counter() - started)
+    return SynthResult(
+        os.fspath(path),
+        hours,
+        gpus,
+        rate_hz,
+        seed,
+        counts["gpu"],
+        counts["util"],
+        counts["host"],
+        counts["spans"],
+        time.perf_counter() - started,
+    )
 
 
 def _put_records(writer: RecordingWriter, stream: str, columns: list[Column]) -> None:
@@ -144,10 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--via", choices=("bulk", "records"), default="bulk")
     args = parser.parse_args(argv)
-    result = synthesize(args.out, hours=args.hours, gpus=args.gpus, rate_hz=args.rate,
-                        seed=args.seed, via=args.via)
+    result = synthesize(
+        args.out, hours=args.hours, gpus=args.gpus, rate_hz=args.rate, seed=args.seed, via=args.via
+    )
     size = os.path.getsize(result.path)
-    print(f"wrote {result.path}: {size / 1e6:.1f} MB, {result.gpu_samples:,} GPU samples, "
-          f"{result.util_samples:,} buffered samples, {result.spans:,} spans "
-          f"in {result.seconds:.1f} s")
+    print(
+        f"wrote {result.path}: {size / 1e6:.1f} MB, {result.gpu_samples:,} GPU samples, "
+        f"{result.util_samples:,} buffered samples, {result.spans:,} spans "
+        f"in {result.seconds:.1f} s"
+    )
     return 0

@@ -169,7 +169,7 @@ class Noise:
         if count > 4096:
             return [v for _ in range(0, count, 4096) for v in self.take(sigma, 4096)][:count]
         offset = self._rng.randrange(_NOISE)
-        return table[offset:offset + count]
+        return table[offset : offset + count]
 
 
 def clamp(values: Iterable[int], low: int, high: int) -> list[int]:

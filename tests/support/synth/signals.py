@@ -53,8 +53,10 @@ class Signals:
         jitter = self._jitter
         first = max((low - origin) // period - 1, 0)
         last = (high - origin) // period + 1
-        times = (origin + i * period + jitter[(i * 40_503 + salt) % _JITTER]
-                 for i in range(first, last + 1))
+        times = (
+            origin + i * period + jitter[(i * 40_503 + salt) % _JITTER]
+            for i in range(first, last + 1)
+        )
         return [t for t in times if low <= t < high]
 
     def slot(self, low: int, high: int) -> list[Block]:
@@ -69,8 +71,11 @@ class Signals:
             throttled = [self.timeline.throttled(t) for t in times]
             shared = self._shared(times, polled, throttled)
             for device in range(self.gpus):
-                columns = (self._idle_gpu(times, device) if device in self.idle
-                           else self._busy_gpu(times, device, polled, gpm, shared))
+                columns = (
+                    self._idle_gpu(times, device)
+                    if device in self.idle
+                    else self._busy_gpu(times, device, polled, gpm, shared)
+                )
                 blocks.append(("gpu", (device,), [times, [device] * len(times), *columns]))
         for device in range(self.gpus):
             if device in self.idle:
@@ -83,8 +88,12 @@ class Signals:
             blocks.append(("host", (), self._host(host_times, busy.shares(host_times, NS_PER_S))))
         return blocks
 
-    def _shared(self, times: list[int], polled: list[int], throttled: list[bool],
-                ) -> dict[str, list[int]]:
+    def _shared(
+        self,
+        times: list[int],
+        polled: list[int],
+        throttled: list[bool],
+    ) -> dict[str, list[int]]:
         start = self.timeline.start_ns
         temperatures = []
         temperature = self._temperature
@@ -94,32 +103,48 @@ class Signals:
             temperatures.append(int(temperature))
         self._temperature = temperature
         ramp = STARTUP_NS * 2 // 3
-        memory = [min(PLATEAU_BYTES, 600 * MiB + PLATEAU_BYTES * max(t - start, 0) // ramp)
-                  + 2 * MiB * min((t - start) // (1200 * NS_PER_S), 32) for t in times]
+        memory = [
+            min(PLATEAU_BYTES, 600 * MiB + PLATEAU_BYTES * max(t - start, 0) // ramp)
+            + 2 * MiB * min((t - start) // (1200 * NS_PER_S), 32)
+            for t in times
+        ]
         seconds = [t // NS_PER_S for t in times]
         first = seconds[0]
         return {
             "temperature": temperatures,
             "memory": memory,
-            "clock": [345 if not u else 1755 if hot else 1980
-                      for u, hot in zip(polled, throttled, strict=True)],
-            "power": [695_000 if hot else 72_000 + 6_100 * u if u else 70_000
-                      for u, hot in zip(polled, throttled, strict=True)],
-            "reasons": [4 if hot else 0 if u else 1 for u, hot in zip(polled, throttled,
-                                                                      strict=True)],
+            "clock": [
+                345 if not u else 1755 if hot else 1980
+                for u, hot in zip(polled, throttled, strict=True)
+            ],
+            "power": [
+                695_000 if hot else 72_000 + 6_100 * u if u else 70_000
+                for u, hot in zip(polled, throttled, strict=True)
+            ],
+            "reasons": [
+                4 if hot else 0 if u else 1 for u, hot in zip(polled, throttled, strict=True)
+            ],
             "second": [s - first for s in seconds],
             "per_second": _per_second(seconds, polled),
         }
 
-    def _busy_gpu(self, times: list[int], device: int, polled: list[int], gpm: list[int],
-                  shared: dict[str, list[int]]) -> list[Column]:
+    def _busy_gpu(
+        self,
+        times: list[int],
+        device: int,
+        polled: list[int],
+        gpm: list[int],
+        shared: dict[str, list[int]],
+    ) -> list[Column]:
         n = len(times)
         take = self.noise.take
         util = _around(polled, take(1.0, n), 100)
         util_mem = _around([round(0.42 * u) for u in polled], take(1.0, n), 100)
         memory = [m + device * 2 * MiB for m in shared["memory"]]
-        clock = [c + 15 * e if c == 1755 else c
-                 for c, e in zip(shared["clock"], take(1.0, n), strict=True)]
+        clock = [
+            c + 15 * e if c == 1755 else c
+            for c, e in zip(shared["clock"], take(1.0, n), strict=True)
+        ]
         power = list(map(add, shared["power"], take(6000.0, n)))
         temperature = [t + device % 3 for t in shared["temperature"]]
         per_second = shared["per_second"]
@@ -132,21 +157,49 @@ class Signals:
         occupancy = _around([round(0.42 * s) for s in sm], take(8.0, n), 1000)
         tensor = _around([round(0.63 * s) for s in sm], take(10.0, n), 1000)
         dram = _around([round(0.47 * s) for s in sm], take(10.0, n), 1000)
-        return [util, util_mem, memory, clock, power, temperature,
-                [tx[i] for i in second], [rx[i] for i in second],
-                [5 if u else 1 for u in polled], [16] * n, list(shared["reasons"]),
-                sm, occupancy, tensor, dram,
-                [m - 520 * MiB if m > GiB else 0 for m in memory],
-                [job_sm[i] for i in second]]
+        return [
+            util,
+            util_mem,
+            memory,
+            clock,
+            power,
+            temperature,
+            [tx[i] for i in second],
+            [rx[i] for i in second],
+            [5 if u else 1 for u in polled],
+            [16] * n,
+            list(shared["reasons"]),
+            sm,
+            occupancy,
+            tensor,
+            dram,
+            [m - 520 * MiB if m > GiB else 0 for m in memory],
+            [job_sm[i] for i in second],
+        ]
 
     def _idle_gpu(self, times: list[int], device: int) -> list[Column]:
         n = len(times)
         take = self.noise.take
         zeros = [0] * n
-        return [zeros, zeros, [574 * MiB] * n, [345] * n,
-                [68_000 + e for e in take(1500.0, n)], [31] * n,
-                clamp(take(40.0, n), 0, 1 << 30), clamp(take(40.0, n), 0, 1 << 30),
-                [1] * n, [16] * n, [1] * n, zeros, zeros, zeros, zeros, zeros, zeros]
+        return [
+            zeros,
+            zeros,
+            [574 * MiB] * n,
+            [345] * n,
+            [68_000 + e for e in take(1500.0, n)],
+            [31] * n,
+            clamp(take(40.0, n), 0, 1 << 30),
+            clamp(take(40.0, n), 0, 1 << 30),
+            [1] * n,
+            [16] * n,
+            [1] * n,
+            zeros,
+            zeros,
+            zeros,
+            zeros,
+            zeros,
+            zeros,
+        ]
 
     def _util(self, busy: BusyTime, device: int, low: int, high: int) -> list[Column]:
         # The driver's own sample grid: µs timestamps, a phase of its own per GPU.
@@ -174,16 +227,17 @@ class Signals:
         n = len(times)
         take = self.noise.take
         busy = [s > 0 for s in shares]
-        cpu = [310 + e if b else 45 + e // 4
-               for b, e in zip(busy, take(20.0, n), strict=True)]
-        job_cpu = [4100 + e if b else 980 + e // 4
-                   for b, e in zip(busy, take(250.0, n), strict=True)]
-        rss = [min(14 * GiB + 200 * MiB, 300 * MiB + 14 * GiB * max(t - start, 0) // STARTUP_NS)
-               for t in times]
+        cpu = [310 + e if b else 45 + e // 4 for b, e in zip(busy, take(20.0, n), strict=True)]
+        job_cpu = [
+            4100 + e if b else 980 + e // 4 for b, e in zip(busy, take(250.0, n), strict=True)
+        ]
+        rss = [
+            min(14 * GiB + 200 * MiB, 300 * MiB + 14 * GiB * max(t - start, 0) // STARTUP_NS)
+            for t in times
+        ]
         processes = [9 if t - start > 20 * NS_PER_S else 1 for t in times]
         available = [190 * GiB - r for r in rss]
-        return [times, clamp(cpu, 0, 1000), clamp(job_cpu, 0, 100_000), rss, processes,
-                available]
+        return [times, clamp(cpu, 0, 1000), clamp(job_cpu, 0, 100_000), rss, processes, available]
 
 
 def _around(base: list[int], noise: list[int], high: int) -> list[int]:
@@ -201,4 +255,3 @@ def _per_second(seconds: list[int], polled: list[int]) -> list[int]:
             seen[second - first] = True
             values[second - first] = util
     return values
-

@@ -91,7 +91,8 @@ def check(ctx: RunContext) -> list[Finding]:
     synced = ctx.synced_steps.get(train.name)
     synced_fraction = None if synced is None else min(1.0, synced / train.steps)
     sync_bound = per_step >= SYNCS_PER_STEP and (
-        synced_fraction is None or synced_fraction >= SYNCED_STEP_FRACTION)
+        synced_fraction is None or synced_fraction >= SYNCED_STEP_FRACTION
+    )
     est = whatif.feed_gpu(ctx.duration_s, train.name, train.time_s, util)
     evidence = {
         "phase": train.name,

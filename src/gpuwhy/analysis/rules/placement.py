@@ -30,14 +30,14 @@ FIXES = {
     ),
     "keras-jax": (
         "Keras on JAX uses the GPU only if `jax.devices()` lists it: "
-        "`pip install -U \"jax[cuda12]\"`."
+        '`pip install -U "jax[cuda12]"`.'
     ),
     "torch": (
         "Move the model and every batch to the GPU: `device = torch.device('cuda')`, "
         "`model.to(device)`, and in the loop `x = x.to(device, non_blocking=True)` "
         "(check `torch.cuda.is_available()` first)."
     ),
-    "jax": "`jax.devices()` lists only the CPU: `pip install -U \"jax[cuda12]\"` (or cuda13).",
+    "jax": '`jax.devices()` lists only the CPU: `pip install -U "jax[cuda12]"` (or cuda13).',
     "default": (
         "Place the model and the batches on the GPU, and check that the framework sees it "
         "(`gpuwhy doctor`)."
@@ -48,8 +48,10 @@ FIXES = {
 def check(ctx: RunContext) -> list[Finding]:
     if not ctx.devices or not ctx.has_gpu_samples:
         return []
-    if any(f.severity is Severity.ERROR and concerns_job(ctx.framework, f)
-           for f in ctx.environment_findings):
+    if any(
+        f.severity is Severity.ERROR and concerns_job(ctx.framework, f)
+        for f in ctx.environment_findings
+    ):
         return []  # the GPU is not usable by this job: the environment finding says why
     stepped = [p for p in ctx.named_phases if p.steps > 0 and p.time_s >= MIN_PHASE_S]
     if not stepped:

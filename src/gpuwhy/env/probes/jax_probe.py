@@ -60,8 +60,11 @@ def _probe(log: _Collect) -> dict[str, Any]:
         try:
             facts["default_backend"] = str(jax.default_backend())
             facts["devices"] = [
-                {"platform": str(d.platform), "kind": str(getattr(d, "device_kind", "")),
-                 "id": d.id}
+                {
+                    "platform": str(d.platform),
+                    "kind": str(getattr(d, "device_kind", "")),
+                    "id": d.id,
+                }
                 for d in jax.devices()
             ]
         except Exception as error:  # an explicit JAX_PLATFORMS naming a failed backend raises

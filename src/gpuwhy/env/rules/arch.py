@@ -55,11 +55,17 @@ def _finding(view: View, framework: str, gpu: Gpu, archs: list[str], how: str) -
     assert gpu.compute_capability is not None
     major, minor = gpu.compute_capability
     label = view.framework_label(framework)
-    evidence = {"framework": framework, "gpu": gpu.index, "gpu_name": gpu.name,
-                "compute_capability": f"{major}.{minor}", "build_architectures": archs}
+    evidence = {
+        "framework": framework,
+        "gpu": gpu.index,
+        "gpu_name": gpu.name,
+        "compute_capability": f"{major}.{minor}",
+        "build_architectures": archs,
+    }
     if how == "ptx":
         return Finding(
-            codes.UNSUPPORTED_ARCH, Severity.WARNING,
+            codes.UNSUPPORTED_ARCH,
+            Severity.WARNING,
             f"{label} has no native code for {gpu.label}, compute capability {major}.{minor}: the"
             " driver JIT-compiles its PTX at start-up",
             evidence,
@@ -69,7 +75,8 @@ def _finding(view: View, framework: str, gpu: Gpu, archs: list[str], how: str) -
         )
     oldest = min((a for a in archs if a.startswith("sm_")), default=None)
     return Finding(
-        codes.UNSUPPORTED_ARCH, Severity.ERROR,
+        codes.UNSUPPORTED_ARCH,
+        Severity.ERROR,
         f"{gpu.label}, compute capability {major}.{minor}, is not supported by {label}"
         f" (built for {', '.join(archs)})",
         evidence,

@@ -37,8 +37,12 @@ def deprecated_packages(view: View) -> list[Finding]:
                 codes.DEPRECATED_PACKAGE,
                 Severity.WARNING,
                 f"{name} {version} is a removed package: install tensorflow instead",
-                {"distribution": name, "version": version, "framework": "tensorflow",
-                 "reason": reason},
+                {
+                    "distribution": name,
+                    "version": version,
+                    "framework": "tensorflow",
+                    "reason": reason,
+                },
                 fix,
             )
         )
@@ -85,8 +89,13 @@ def conflicting_packages(view: View) -> list[Finding]:
                 codes.CONFLICTING_PACKAGES,
                 Severity.WARNING if gpu_build else Severity.ERROR,
                 title,
-                {"framework": framework, "module": module, "distributions": versions,
-                 "shadowed_versions": shadowed, "importable_build_is_gpu": gpu_build},
+                {
+                    "framework": framework,
+                    "module": module,
+                    "distributions": versions,
+                    "shadowed_versions": shadowed,
+                    "importable_build_is_gpu": gpu_build,
+                },
                 _conflict_fix(view, framework, names),
             )
         )

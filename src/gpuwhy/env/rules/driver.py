@@ -124,8 +124,10 @@ def no_driver(view: View) -> list[Finding]:
     else:
         title, fix = _OTHER_STATUSES.get(
             status,
-            (f"NVML cannot initialise: {view.nvml.get('error')}", "Run nvidia-smi: it prints the"
-             " driver's own explanation."),
+            (
+                f"NVML cannot initialise: {view.nvml.get('error')}",
+                "Run nvidia-smi: it prints the driver's own explanation.",
+            ),
         )
     evidence: dict[str, Any] = {
         "nvml_status": status,

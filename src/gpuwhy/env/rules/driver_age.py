@@ -63,8 +63,12 @@ def _check(view: View, build: CudaBuild) -> Finding | None:
     across_major = driver_cuda is not None and driver_cuda[0] < needed[0]
     below_release = (
         driver_cuda is not None and len(needed) >= 2 and driver_cuda < (needed[0], needed[1])
-    ) or (exact is not None and exact.driver is not None and exact.exact
-          and parse_version(driver) < parse_version(exact.driver))
+    ) or (
+        exact is not None
+        and exact.driver is not None
+        and exact.exact
+        and parse_version(driver) < parse_version(exact.driver)
+    )
     if not (below_family or across_major or below_release):
         return None
     severity = Severity.ERROR if (below_family or across_major) else Severity.WARNING
@@ -102,4 +106,3 @@ def driver_too_old(view: View) -> list[Finding]:
         return []
     findings = [_check(view, build) for build in cuda_builds(view)]
     return [f for f in findings if f is not None]
-

@@ -26,7 +26,9 @@ def tensorflow_gpu_install(view: View, uninstall: list[str] | None = None) -> st
         build = tensorflow_build(version) or {}
         command = view.pip(f"install {pinned('tensorflow', version)}") + (
             f" (then install CUDA {build['cuda']} and cuDNN {build['cudnn']}, which it was built"
-            " with)" if build else ""
+            " with)"
+            if build
+            else ""
         )
     else:
         command = view.pip(f"install {pinned('tensorflow[and-cuda]', version)}")

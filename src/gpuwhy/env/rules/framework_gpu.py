@@ -12,10 +12,10 @@ from gpuwhy.env.rules.view import View
 from gpuwhy.model import Finding, Severity
 
 _CHECKS = {
-    "tensorflow": "TF_CPP_MIN_LOG_LEVEL=0 {py} -c \"import tensorflow as tf;"
+    "tensorflow": 'TF_CPP_MIN_LOG_LEVEL=0 {py} -c "import tensorflow as tf;'
     " print(tf.config.list_physical_devices('GPU'))\"",
-    "torch": "{py} -c \"import torch; print(torch.cuda.is_available())\"",
-    "jax": "{py} -c \"import jax; print(jax.devices())\"",
+    "torch": '{py} -c "import torch; print(torch.cuda.is_available())"',
+    "jax": '{py} -c "import jax; print(jax.devices())"',
 }
 
 
@@ -49,12 +49,18 @@ def framework_no_gpu(view: View, explained: Sequence[Finding]) -> list[Finding]:
         ):
             continue
         label = view.framework_label(framework)
-        findings.append(Finding(
-            codes.FRAMEWORK_NO_GPU, Severity.ERROR,
-            f"{label} finds no GPU although the driver reports {view.gpu_count}",
-            {"framework": framework, "gpus_on_machine": view.gpu_count,
-             "log": [str(x) for x in probe.get("log", [])][:8]},
-            "Read the framework's log lines in the evidence; to see them all run "
-            + _CHECKS[framework].format(py=view.python_executable),
-        ))
+        findings.append(
+            Finding(
+                codes.FRAMEWORK_NO_GPU,
+                Severity.ERROR,
+                f"{label} finds no GPU although the driver reports {view.gpu_count}",
+                {
+                    "framework": framework,
+                    "gpus_on_machine": view.gpu_count,
+                    "log": [str(x) for x in probe.get("log", [])][:8],
+                },
+                "Read the framework's log lines in the evidence; to see them all run "
+                + _CHECKS[framework].format(py=view.python_executable),
+            )
+        )
     return findings

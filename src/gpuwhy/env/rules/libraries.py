@@ -73,8 +73,11 @@ def _build_evidence(view: View, build: CudaBuild) -> tuple[list[str], list[str]]
     said = [line for line in log if pattern.search(line)]
     gpus_seen = probe.get("gpus") if build.framework == "tensorflow" else probe.get("devices")
     if build.framework == "jax":
-        gpus_seen = [d for d in probe.get("devices", []) if isinstance(d, dict)
-                     and d.get("platform") in ("gpu", "cuda")]
+        gpus_seen = [
+            d
+            for d in probe.get("devices", [])
+            if isinstance(d, dict) and d.get("platform") in ("gpu", "cuda")
+        ]
     if gpus_seen:  # the framework found its GPU: its libraries loaded
         return [], []
     missing = missing_library_names("\n".join(said))
@@ -88,8 +91,11 @@ def _libcuda(view: View) -> list[Finding]:
     if found is not False and view.nvml.get("libcuda_found") is not False:
         return []
     capabilities = view.env("NVIDIA_DRIVER_CAPABILITIES")
-    evidence: dict[str, Any] = {"library": "libcuda.so.1", "nvml_status": view.nvml_status,
-                                "container": view.container}
+    evidence: dict[str, Any] = {
+        "library": "libcuda.so.1",
+        "nvml_status": view.nvml_status,
+        "container": view.container,
+    }
     if view.container:
         evidence["NVIDIA_DRIVER_CAPABILITIES"] = capabilities
         fix = (
@@ -122,8 +128,12 @@ def missing_cuda_libs(view: View) -> list[Finding]:
                 codes.MISSING_CUDA_LIBS,
                 Severity.ERROR,
                 f"{build.label} cannot load the CUDA libraries it needs ({names})",
-                {"framework": build.framework, "missing": missing, "log": said[:5],
-                 "build_cuda": build.cuda},
+                {
+                    "framework": build.framework,
+                    "missing": missing,
+                    "log": said[:5],
+                    "build_cuda": build.cuda,
+                },
                 _fix(view, build),
             )
         )

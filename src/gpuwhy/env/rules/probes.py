@@ -35,13 +35,20 @@ def import_failures(view: View) -> list[Finding]:
         probe = view.framework(framework) or {}
         label = view.framework_label(framework)
         if probe.get("probe") == "failed":  # the interpreter died importing it (a crash)
-            findings.append(Finding(
-                codes.FRAMEWORK_IMPORT_FAILED, Severity.ERROR,
-                f"Importing {label} crashed the interpreter",
-                {"framework": framework, "import_error": probe.get("error"),
-                 "exit_status": probe.get("exit_status"), "log": probe.get("log", [])[:5]},
-                _reinstall(view, framework),
-            ))
+            findings.append(
+                Finding(
+                    codes.FRAMEWORK_IMPORT_FAILED,
+                    Severity.ERROR,
+                    f"Importing {label} crashed the interpreter",
+                    {
+                        "framework": framework,
+                        "import_error": probe.get("error"),
+                        "exit_status": probe.get("exit_status"),
+                        "log": probe.get("log", [])[:5],
+                    },
+                    _reinstall(view, framework),
+                )
+            )
             continue
         error = probe.get("import_error")
         if probe.get("probe") != "ok" or probe.get("imported") or not error:
@@ -49,17 +56,25 @@ def import_failures(view: View) -> list[Finding]:
         missing = missing_library_names(str(error))
         evidence = {"framework": framework, "import_error": str(error), "missing": missing}
         if missing and missing != ["libcuda.so.1"]:
-            findings.append(Finding(
-                codes.MISSING_CUDA_LIBS, Severity.ERROR,
-                f"{label} cannot be imported: {', '.join(missing)} cannot be loaded",
-                evidence, _reinstall(view, framework) + " (brings the nvidia-* library wheels)",
-            ))
+            findings.append(
+                Finding(
+                    codes.MISSING_CUDA_LIBS,
+                    Severity.ERROR,
+                    f"{label} cannot be imported: {', '.join(missing)} cannot be loaded",
+                    evidence,
+                    _reinstall(view, framework) + " (brings the nvidia-* library wheels)",
+                )
+            )
         elif not missing or view.driver_state != "no_driver":
-            findings.append(Finding(
-                codes.FRAMEWORK_IMPORT_FAILED, Severity.ERROR,
-                f"{label} is installed but cannot be imported",
-                evidence, _reinstall(view, framework),
-            ))
+            findings.append(
+                Finding(
+                    codes.FRAMEWORK_IMPORT_FAILED,
+                    Severity.ERROR,
+                    f"{label} is installed but cannot be imported",
+                    evidence,
+                    _reinstall(view, framework),
+                )
+            )
     return findings
 
 
@@ -71,22 +86,33 @@ def timeouts(view: View) -> list[Finding]:
         if probe.get("probe") != "timed_out":
             continue
         label = view.framework_label(framework)
-        check = f"{view.python_executable} -c \"{_CHECK[framework]}\""
-        findings.append(Finding(
-            codes.PROBE_TIMED_OUT, Severity.WARNING,
-            f"Checking {label} did not finish: {probe.get('error') or 'probe timed out'}",
-            {"framework": framework, "probe": "timed_out", "elapsed_s": probe.get("elapsed_s"),
-             "log": probe.get("log", [])[:5]},
-            f"Run {check} to see where it hangs (a hung cuInit points at the driver: check"
-            " nvidia-smi), or give doctor more time with --timeout.",
-        ))
+        check = f'{view.python_executable} -c "{_CHECK[framework]}"'
+        findings.append(
+            Finding(
+                codes.PROBE_TIMED_OUT,
+                Severity.WARNING,
+                f"Checking {label} did not finish: {probe.get('error') or 'probe timed out'}",
+                {
+                    "framework": framework,
+                    "probe": "timed_out",
+                    "elapsed_s": probe.get("elapsed_s"),
+                    "log": probe.get("log", [])[:5],
+                },
+                f"Run {check} to see where it hangs (a hung cuInit points at the driver: check"
+                " nvidia-smi), or give doctor more time with --timeout.",
+            )
+        )
     for section, what in (("nvml", "the NVIDIA driver (NVML)"), ("python", "the interpreter")):
         data = view.facts.get(section)
         if isinstance(data, dict) and "timed_out" in (data.get("status"), data.get("probe")):
-            findings.append(Finding(
-                codes.PROBE_TIMED_OUT, Severity.WARNING, f"Checking {what} did not finish in time",
-                {"probe": section, "error": data.get("error")},
-                "Run nvidia-smi to see whether the driver answers; retry with a larger --timeout.",
-            ))
+            findings.append(
+                Finding(
+                    codes.PROBE_TIMED_OUT,
+                    Severity.WARNING,
+                    f"Checking {what} did not finish in time",
+                    {"probe": section, "error": data.get("error")},
+                    "Run nvidia-smi to see whether the driver answers; "
+                    "retry with a larger --timeout.",
+                )
+            )
     return findings
-

@@ -31,8 +31,16 @@ NO_DRIVER_STATUSES = frozenset(
 
 # Distributions known to install each module, for facts whose distributions lack "provides".
 KNOWN_PROVIDERS = {
-    "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel",
-                   "tensorflow-macos", "tf-nightly", "tf-nightly-cpu", "tf-nightly-gpu"),
+    "tensorflow": (
+        "tensorflow",
+        "tensorflow-cpu",
+        "tensorflow-gpu",
+        "tensorflow-intel",
+        "tensorflow-macos",
+        "tf-nightly",
+        "tf-nightly-cpu",
+        "tf-nightly-gpu",
+    ),
     "torch": ("torch",),
     "jaxlib": ("jaxlib",),
 }
@@ -228,7 +236,7 @@ class View:
         if probe.get("version"):
             return str(probe["version"])
         module = {"tensorflow": "tensorflow", "torch": "torch", "jax": "jaxlib"}[name]
-        for dist in ([name] if name == "jax" else self.providers(module)):
+        for dist in [name] if name == "jax" else self.providers(module):
             version = self.dist_version(dist)
             if version:
                 return version

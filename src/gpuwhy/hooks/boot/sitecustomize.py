@@ -22,16 +22,18 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_WATCHED = frozenset({"keras", "tf_keras", "tensorflow", "torch", "lightning.pytorch",
-                      "pytorch_lightning"})
+_WATCHED = frozenset(
+    {"keras", "tf_keras", "tensorflow", "torch", "lightning.pytorch", "pytorch_lightning"}
+)
 _GUARD = "GPUWHY_CHAINED_SITECUSTOMIZE"  # gpuwhy.wire.ENV_CHAINED_SITECUSTOMIZE
 
 
 class _BootFinder:
     """Waits for the first watched import, then puts gpuwhy's own finder in its place."""
 
-    def find_spec(self, fullname: str, path: "Sequence[str] | None",
-                  target: "ModuleType | None" = None) -> "ModuleSpec | None":
+    def find_spec(
+        self, fullname: str, path: "Sequence[str] | None", target: "ModuleType | None" = None
+    ) -> "ModuleSpec | None":
         if fullname not in _WATCHED:
             return None  # every other import: one set lookup
         try:
@@ -59,7 +61,8 @@ def _import_own_gpuwhy() -> None:
 
     package = os.path.dirname(os.path.dirname(_HERE))
     spec = importlib.util.spec_from_file_location(
-        "gpuwhy", os.path.join(package, "__init__.py"), submodule_search_locations=[package])
+        "gpuwhy", os.path.join(package, "__init__.py"), submodule_search_locations=[package]
+    )
     if spec is None or spec.loader is None:
         return
     module = importlib.util.module_from_spec(spec)
@@ -95,8 +98,11 @@ def _chain() -> None:
     except Exception as error:  # as site.execsitecustomize reports it
         if this is not None:
             sys.modules["sitecustomize"] = this
-        print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
-              f"{type(error).__name__}: {error}", file=sys.stderr)
+        print(
+            f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+            f"{type(error).__name__}: {error}",
+            file=sys.stderr,
+        )
     finally:
         os.environ.pop(_GUARD, None)
 

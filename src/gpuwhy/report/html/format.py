@@ -85,8 +85,7 @@ def evidence_value(key: str, value: Any) -> str:
         if key.endswith("_pct"):
             return f"{number(value)} %"
         return number(value)
-    text = value if isinstance(value, str) else json.dumps(value, default=str,
-                                                           ensure_ascii=False)
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
     return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "…"
 
 
@@ -96,6 +95,8 @@ def evidence_rows(evidence: Mapping[str, Any]) -> str:
     for key, value in evidence.items():
         if key == "reference":
             continue
-        rows.append(f"<tr><th scope=\"row\"><code>{esc(key)}</code></th>"
-                    f"<td>{esc(evidence_value(str(key), value))}</td></tr>")
+        rows.append(
+            f'<tr><th scope="row"><code>{esc(key)}</code></th>'
+            f"<td>{esc(evidence_value(str(key), value))}</td></tr>"
+        )
     return "".join(rows)

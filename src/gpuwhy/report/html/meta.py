@@ -64,8 +64,11 @@ def _items(diagnosis: Diagnosis) -> list[tuple[str, str | None]]:
     meta = diagnosis.meta
     facts = diagnosis.environment.get("facts")
     facts = facts if isinstance(facts, Mapping) else {}
-    system = " ".join(v for v in (_text(_get(facts, "system", "os")),
-                                  _text(_get(facts, "system", "release"))) if v)
+    system = " ".join(
+        v
+        for v in (_text(_get(facts, "system", "os")), _text(_get(facts, "system", "release")))
+        if v
+    )
     python_version = _text(_get(facts, "python", "version"))
     python_path = _text(meta.get("python"))
     python = " · ".join(v for v in (python_version, python_path) if v)
@@ -86,8 +89,7 @@ def _items(diagnosis: Diagnosis) -> list[tuple[str, str | None]]:
         ("Sampling period", seconds(interval) if isinstance(interval, (int, float)) else None),
         ("Samples dropped", _text(dropped) if isinstance(dropped, int) else None),
         ("Recording complete", "yes" if diagnosis.complete else "no"),
-        ("Recorded by", f"gpuwhy {meta['gpuwhy_version']}" if meta.get("gpuwhy_version")
-         else None),
+        ("Recorded by", f"gpuwhy {meta['gpuwhy_version']}" if meta.get("gpuwhy_version") else None),
         ("Report by", f"gpuwhy {__version__}"),
     ]
 
@@ -95,13 +97,25 @@ def _items(diagnosis: Diagnosis) -> list[tuple[str, str | None]]:
 def _device_row(device: DeviceStats) -> str:
     info = device.info
     cc = ".".join(str(v) for v in info.compute_capability) if info.compute_capability else "–"
-    link = (f"Gen{info.pcie_gen_max} x{info.pcie_width_max}"
-            if info.pcie_gen_max and info.pcie_width_max else "–")
+    link = (
+        f"Gen{info.pcie_gen_max} x{info.pcie_width_max}"
+        if info.pcie_gen_max and info.pcie_width_max
+        else "–"
+    )
     util = "–" if device.util_mean_pct is None else f"{device.util_mean_pct:.0f} %"
-    cells = [str(info.index), info.name, size(info.memory_total_bytes), cc, link,
-             number(device.samples), util, percent(device.sm_active_mean),
-             size(device.memory_used_max_bytes), size(device.job_memory_max_bytes),
-             percent(device.job_share)]
+    cells = [
+        str(info.index),
+        info.name,
+        size(info.memory_total_bytes),
+        cc,
+        link,
+        number(device.samples),
+        util,
+        percent(device.sm_active_mean),
+        size(device.memory_used_max_bytes),
+        size(device.job_memory_max_bytes),
+        percent(device.job_share),
+    ]
     return "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>"
 
 
@@ -109,19 +123,35 @@ def run_section(diagnosis: Diagnosis) -> str:
     """Command (secrets masked), versions, and the devices with their use over the run."""
     items = "".join(
         f"<dt>{esc(k)}</dt><dd>{f'<code>{esc(v)}</code>' if k == 'Command' else esc(v)}</dd>"
-        for k, v in _items(diagnosis) if v not in (None, ""))
-    parts = [f"<section id=\"run\"><h2>Run</h2><dl class=\"meta\">{items}</dl>"]
+        for k, v in _items(diagnosis)
+        if v not in (None, "")
+    )
+    parts = [f'<section id="run"><h2>Run</h2><dl class="meta">{items}</dl>']
     if diagnosis.devices:
-        head = "".join(f"<th scope=\"col\">{h}</th>" for h in (
-            "GPU", "name", "memory", "compute capability", "PCIe link", "samples",
-            "utilization", "SM active", "memory used (max)", "job's memory (max)",
-            "job's share"))
+        head = "".join(
+            f'<th scope="col">{h}</th>'
+            for h in (
+                "GPU",
+                "name",
+                "memory",
+                "compute capability",
+                "PCIe link",
+                "samples",
+                "utilization",
+                "SM active",
+                "memory used (max)",
+                "job's memory (max)",
+                "job's share",
+            )
+        )
         rows = "".join(_device_row(d) for d in diagnosis.devices)
-        parts.append("<h3>Devices</h3><p class=\"hint\">Utilization and SM activity are means "
-                     "while the job's phases ran.</p>"
-                     f"<div class=\"scroll\"><table class=\"devices\"><thead><tr>{head}</tr>"
-                     f"</thead><tbody>{rows}</tbody></table></div>")
+        parts.append(
+            '<h3>Devices</h3><p class="hint">Utilization and SM activity are means '
+            "while the job's phases ran.</p>"
+            f'<div class="scroll"><table class="devices"><thead><tr>{head}</tr>'
+            f"</thead><tbody>{rows}</tbody></table></div>"
+        )
     else:
-        parts.append("<p class=\"none\">No GPU was recorded.</p>")
+        parts.append('<p class="none">No GPU was recorded.</p>')
     parts.append("</section>")
     return "".join(parts)

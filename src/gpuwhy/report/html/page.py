@@ -42,57 +42,64 @@ def _asset(name: str) -> str:
 def script_json(data: Any) -> str:
     """JSON safe inside a <script> element: no `</script>`, `<!--` or `&` can form in it."""
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def _csp(script: str) -> str:
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
-    return (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "
-            "img-src data:; base-uri 'none'; form-action 'none'")
+    return (
+        f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "
+        "img-src data:; base-uri 'none'; form-action 'none'"
+    )
 
 
 def _timeline_section(data: dict[str, Any], names: list[str]) -> str:
     colors = phase_colors(names)
-    legend = [f"<li><i style=\"background:{colors[n]}\"></i>{esc(n)}</li>" for n in names]
+    legend = [f'<li><i style="background:{colors[n]}"></i>{esc(n)}</li>' for n in names]
     tiers = data["tiers"]
     period = data["period_s"]
     if data["raw"]:
-        detail = (f"Every sample is kept (one every {seconds(period)}): zoom in for full "
-                  "detail.")
+        detail = f"Every sample is kept (one every {seconds(period)}): zoom in for full detail."
     else:
-        detail = (f"Finest detail kept: one point per {seconds(tiers[0]['bucket_s'])} "
-                  f"(sampled every {seconds(period)}); shaded bands show the minimum and maximum "
-                  "inside each point. This keeps the file under 5 MB.")
+        detail = (
+            f"Finest detail kept: one point per {seconds(tiers[0]['bucket_s'])} "
+            f"(sampled every {seconds(period)}); shaded bands show the minimum and maximum "
+            "inside each point. This keeps the file under 5 MB."
+        )
     missing = data["devices_without_samples"]
     if missing:
         detail += f" No samples for GPU {', '.join(str(i) for i in missing)}."
     return (
-        "<section id=\"timeline\"><h2>Timeline</h2>"
-        f"<p class=\"hint\">{esc(detail)}</p>"
-        f"<ul class=\"legend\">{''.join(legend)}</ul>"
-        "<div id=\"tl\" class=\"timeline\" tabindex=\"0\" aria-label=\"timeline of the run\">"
-        "<noscript><p class=\"none\">The timeline is drawn by the page's script; the tables "
+        '<section id="timeline"><h2>Timeline</h2>'
+        f'<p class="hint">{esc(detail)}</p>'
+        f'<ul class="legend">{"".join(legend)}</ul>'
+        '<div id="tl" class="timeline" tabindex="0" aria-label="timeline of the run">'
+        '<noscript><p class="none">The timeline is drawn by the page\'s script; the tables '
         "below hold the same numbers.</p></noscript></div></section>"
     )
 
 
-def _page(diagnosis: Diagnosis, data: dict[str, Any], script: str, css: str,
-          sections: str) -> str:
+def _page(diagnosis: Diagnosis, data: dict[str, Any], script: str, css: str, sections: str) -> str:
     names = [n for n, p in diagnosis.phases.items() if p.intervals or n == "data_wait"]
     if data["wait"] is None and "data_wait" in names:
         names.remove("data_wait")
     title = f"gpuwhy · {command_text(diagnosis.command, raw=diagnosis.command_raw)}"
     body = header(diagnosis) + _timeline_section(data, names) + sections
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{esc(_csp(script))}\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        "<meta name=\"referrer\" content=\"no-referrer\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(_csp(script))}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="referrer" content="no-referrer">'
         f"<title>{esc(title[:200])}</title><style>{css}</style></head>"
         f"<body><main>{body}<footer>Made by gpuwhy from the recording; this file needs no "
         "network and no other file.</footer></main>"
-        f"<script type=\"application/json\" id=\"{DATA_ELEMENT_ID}\">"
+        f'<script type="application/json" id="{DATA_ELEMENT_ID}">'
         f"{script_json({'timeline': data})}</script>"
         f"<script>{script}</script></body></html>\n"
     )
@@ -105,18 +112,25 @@ def _utf8_size(text: str) -> int:
 def render_html(diagnosis: Diagnosis, recording: Recording) -> str:
     """The whole page as text (deterministic for a given recording), under MAX_HTML_BYTES."""
     script, css = _asset("timeline.js"), _asset("report.css")
-    sections = "".join((phases(diagnosis), findings(diagnosis), environment(diagnosis),
-                        run_section(diagnosis)))
+    sections = "".join(
+        (phases(diagnosis), findings(diagnosis), environment(diagnosis), run_section(diagnosis))
+    )
     # The timeline gets what the rest of the page leaves of the size limit.
     fixed = sum(_utf8_size(part) for part in (script, css, sections, header(diagnosis)))
     budget = MAX_HTML_BYTES - fixed - PAGE_MARGIN_BYTES
-    page = _page(diagnosis, timeline_data(diagnosis, recording, budget_bytes=budget), script,
-                 css, sections)
+    page = _page(
+        diagnosis, timeline_data(diagnosis, recording, budget_bytes=budget), script, css, sections
+    )
     overshoot = _utf8_size(page) - MAX_HTML_BYTES
     if overshoot > 0:  # an estimate fell short (very long texts): once more, with less
         budget -= overshoot + PAGE_MARGIN_BYTES
-        page = _page(diagnosis, timeline_data(diagnosis, recording, budget_bytes=budget),
-                     script, css, sections)
+        page = _page(
+            diagnosis,
+            timeline_data(diagnosis, recording, budget_bytes=budget),
+            script,
+            css,
+            sections,
+        )
     return page
 
 
@@ -128,8 +142,9 @@ def write_html(diagnosis: Diagnosis, recording: Recording, path: str | os.PathLi
     target = Path(path)
     text = render_html(diagnosis, recording)
     try:
-        handle, temporary = tempfile.mkstemp(prefix=".gpuwhy-", suffix=".html.tmp",
-                                             dir=target.parent if str(target.parent) else ".")
+        handle, temporary = tempfile.mkstemp(
+            prefix=".gpuwhy-", suffix=".html.tmp", dir=target.parent if str(target.parent) else "."
+        )
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as file:
                 file.write(text)
@@ -139,5 +154,7 @@ def write_html(diagnosis: Diagnosis, recording: Recording, path: str | os.PathLi
             Path(temporary).unlink(missing_ok=True)
             raise
     except OSError as error:
-        raise UsageError(f"cannot write the HTML report {target}: {error.strerror or error}",
-                         "check that the folder exists and is writable") from error
+        raise UsageError(
+            f"cannot write the HTML report {target}: {error.strerror or error}",
+            "check that the folder exists and is writable",
+        ) from error

@@ -20,9 +20,16 @@ MAX_INTERVALS = 20_000  # phase intervals drawn as bands, all phases together
 WAIT_COLOR = "#e67e22"
 OTHER_COLOR = "#c9ccd1"
 _KNOWN_PHASE_COLORS = {
-    "train": "#3b7dd8", "training": "#3b7dd8", "fit": "#3b7dd8",
-    "validation": "#9b59b6", "val": "#9b59b6", "evaluate": "#8e44ad", "eval": "#8e44ad",
-    "test": "#8e44ad", "predict": "#17a589", "inference": "#17a589",
+    "train": "#3b7dd8",
+    "training": "#3b7dd8",
+    "fit": "#3b7dd8",
+    "validation": "#9b59b6",
+    "val": "#9b59b6",
+    "evaluate": "#8e44ad",
+    "eval": "#8e44ad",
+    "test": "#8e44ad",
+    "predict": "#17a589",
+    "inference": "#17a589",
 }
 _USER_PHASE_COLORS = ("#27ae60", "#c9a30b", "#5d6d7e", "#a04000", "#1abc9c", "#7d3c98")
 
@@ -68,8 +75,13 @@ def phase_bands(diagnosis: Diagnosis, start_ns: int, span_ns: int) -> list[dict[
     colors = phase_colors(diagnosis.phases)
     bands = []
     for phase in chosen:
-        flat = [round((t - start_ns) / NS_PER_S, 3) for pair in intervals[phase.name]
-                for t in pair]
-        bands.append({"name": phase.name, "color": colors[phase.name], "intervals": flat,
-                      "background": phase.is_pseudo})
+        flat = [round((t - start_ns) / NS_PER_S, 3) for pair in intervals[phase.name] for t in pair]
+        bands.append(
+            {
+                "name": phase.name,
+                "color": colors[phase.name],
+                "intervals": flat,
+                "background": phase.is_pseudo,
+            }
+        )
     return bands

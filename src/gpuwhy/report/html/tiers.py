@@ -60,8 +60,9 @@ def _tier_sizes(span_ns: int, finest_ns: int) -> list[tuple[int, int]]:
         width *= FACTOR
 
 
-def tier_bytes(span_ns: int, finest_ns: int, *, raw: bool, full_series: int,
-               mean_series: int) -> int:
+def tier_bytes(
+    span_ns: int, finest_ns: int, *, raw: bool, full_series: int, mean_series: int
+) -> int:
     """Encoded size of all tiers: `full_series` carry min/max/mean, `mean_series` a mean only."""
     total = 0.0
     for index, (_, count) in enumerate(_tier_sizes(span_ns, finest_ns)):
@@ -70,8 +71,16 @@ def tier_bytes(span_ns: int, finest_ns: int, *, raw: bool, full_series: int,
     return math.ceil(total)
 
 
-def plan_tiers(start_ns: int, end_ns: int, period_ns: int, *, full_series: int,
-               mean_series: int, budget_bytes: int, whole_ns: int = 1_000_000_000) -> TierPlan:
+def plan_tiers(
+    start_ns: int,
+    end_ns: int,
+    period_ns: int,
+    *,
+    full_series: int,
+    mean_series: int,
+    budget_bytes: int,
+    whole_ns: int = 1_000_000_000,
+) -> TierPlan:
     """The finest grid whose tiers fit `budget_bytes`, aligned on the sampling period.
 
     The grid starts half a period before `start_ns` (the first sample) so that samples taken
@@ -84,8 +93,7 @@ def plan_tiers(start_ns: int, end_ns: int, period_ns: int, *, full_series: int,
 
     def fits(finest: int, origin: int, raw: bool) -> bool:
         span = max(end_ns - origin, finest)
-        size = tier_bytes(span, finest, raw=raw, full_series=full_series,
-                          mean_series=mean_series)
+        size = tier_bytes(span, finest, raw=raw, full_series=full_series, mean_series=mean_series)
         return size <= budget_bytes or finest >= span
 
     origin_ns = start_ns - period_ns // 2
@@ -126,8 +134,7 @@ class Buckets:
         self.mins = array("d", [math.inf]) * count
         self.maxs = array("d", [-math.inf]) * count
 
-    def add_summary(self, index: int, count: int, total: float, low: float,
-                    high: float) -> None:
+    def add_summary(self, index: int, count: int, total: float, low: float, high: float) -> None:
         """Several samples at once (a bucket of a recording's stored tiers)."""
         self.counts[index] += count
         self.sums[index] += total
@@ -136,17 +143,23 @@ class Buckets:
         if high > self.maxs[index]:
             self.maxs[index] = high
 
-    def add_columns(self, indices: Sequence[int], counts: Sequence[int],
-                    totals: Sequence[float], lows: Sequence[float | None],
-                    highs: Sequence[float | None]) -> None:
+    def add_columns(
+        self,
+        indices: Sequence[int],
+        counts: Sequence[int],
+        totals: Sequence[float],
+        lows: Sequence[float | None],
+        highs: Sequence[float | None],
+    ) -> None:
         """Many buckets at once (ascending indices; a low/high of None where a count is 0):
         array arithmetic over the run of buckets they cover, not a call per bucket."""
         if not indices:
             return
         first, stop = indices[0], indices[-1] + 1
         if stop - first != len(indices) or first < 0 or stop > len(self.counts):
-            for index, count, total, low, high in zip(indices, counts, totals, lows, highs,
-                                                      strict=True):
+            for index, count, total, low, high in zip(
+                indices, counts, totals, lows, highs, strict=True
+            ):
                 if count and 0 <= index < len(self.counts):
                     self.add_summary(index, count, total, low, high)  # type: ignore[arg-type]
             return
@@ -174,6 +187,7 @@ class Buckets:
 
     def coarser(self, factor: int = FACTOR) -> Buckets:
         """Merge every `factor` buckets into one (empty buckets hold ±inf: neutral here)."""
+
         def groups(values: array[Any], fill: float) -> Iterator[tuple[Any, ...]]:
             # `factor` at a time, the last group padded with a neutral value (C speed).
             return itertools.zip_longest(*[iter(values)] * factor, fillvalue=fill)
@@ -195,8 +209,9 @@ def _filled(values: Sequence[float | None], neutral: float) -> Sequence[float]:
     """`values` with None replaced by `neutral` (found at C speed; usually there is none)."""
     if None not in values:
         return values  # type: ignore[return-value]
-    missing = itertools.compress(range(len(values)),
-                                 map(operator.is_, values, itertools.repeat(None)))
+    missing = itertools.compress(
+        range(len(values)), map(operator.is_, values, itertools.repeat(None))
+    )
     filled = list(values)
     for index in missing:
         filled[index] = neutral
@@ -232,13 +247,18 @@ class Scale:
             values = list(values)
             for index in empty:
                 values[index] = low
-        scaled = map(round, map(operator.mul, map(operator.sub, values, itertools.repeat(low)),
-                                itertools.repeat(factor)))
+        scaled = map(
+            round,
+            map(
+                operator.mul,
+                map(operator.sub, values, itertools.repeat(low)),
+                itertools.repeat(factor),
+            ),
+        )
         if values and low <= min(values) and max(values) <= low + top * self.step:
             out = bytearray(scaled)  # inside the scale's range (as drawn values are): no clamp
         else:
-            out = bytearray(map(max, map(min, scaled, itertools.repeat(top)),
-                                itertools.repeat(0)))
+            out = bytearray(map(max, map(min, scaled, itertools.repeat(top)), itertools.repeat(0)))
         for index in empty:
             out[index] = MISSING
         return bytes(out)
@@ -266,15 +286,18 @@ def series_tiers(finest: Buckets, plan: TierPlan, scale: Scale) -> list[dict[str
     return tiers
 
 
-def fraction_tiers(covered_ns: Sequence[float], plan: TierPlan, divisor: int,
-                   ) -> list[dict[str, str]]:
+def fraction_tiers(
+    covered_ns: Sequence[float],
+    plan: TierPlan,
+    divisor: int,
+) -> list[dict[str, str]]:
     """Encoded tiers of a 0..1 coverage series (time inside spans over bucket time × divisor)."""
     scale = Scale(0.0, 1.0 / QMAX, QMAX)
     tiers = []
     covered = list(covered_ns)
     for index, width in enumerate(plan.widths_ns):
         if index:
-            covered = [sum(covered[i:i + FACTOR]) for i in range(0, len(covered), FACTOR)]
+            covered = [sum(covered[i : i + FACTOR]) for i in range(0, len(covered), FACTOR)]
         fractions = [min(c / (width * max(divisor, 1)), 1.0) for c in covered]
         ones = [1] * len(fractions)
         tiers.append({"mean": encode(scale.quantize(fractions, ones))})
@@ -294,8 +317,9 @@ def add_coverage(covered_ns: list[float], plan: TierPlan, start_ns: int, end_ns:
             covered_ns[index] += overlap
 
 
-def add_coverages(covered_ns: list[float], plan: TierPlan, starts_ns: Sequence[int],
-                  durations_ns: Sequence[int]) -> None:
+def add_coverages(
+    covered_ns: list[float], plan: TierPlan, starts_ns: Sequence[int], durations_ns: Sequence[int]
+) -> None:
     """`add_coverage` for many spans sorted by start (a block of one process's input waits):
     the spans between two bucket edges are summed as a slice, and only the few that cross an
     edge are split as `add_coverage` splits them."""
@@ -303,8 +327,9 @@ def add_coverages(covered_ns: list[float], plan: TierPlan, starts_ns: Sequence[i
     if not count:
         return
     ends = list(map(operator.add, starts_ns, durations_ns))
-    if not (all(map(operator.le, ends, itertools.islice(starts_ns, 1, None)))
-            and min(durations_ns) >= 0):  # overlapping or unordered: span by span
+    if not (
+        all(map(operator.le, ends, itertools.islice(starts_ns, 1, None))) and min(durations_ns) >= 0
+    ):  # overlapping or unordered: span by span
         for start, end in zip(starts_ns, ends, strict=True):
             add_coverage(covered_ns, plan, start, end)
         return

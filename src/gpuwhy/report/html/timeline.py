@@ -44,6 +44,7 @@ STRUCTURE_BYTES = 64_000  # labels, colours and keys around the encoded series (
 DEFAULT_PERIOD_S = 0.1  # `gpuwhy run`'s default sampling period
 _PEEK_ROWS_PER_DEVICE = 50  # rows read ahead to learn the sampling period
 
+
 @dataclass(frozen=True)
 class _Metric:
     """One drawn series of a GPU or the host: a record field, shown as field / divisor."""
@@ -71,8 +72,12 @@ HOST_METRICS = (
     _Metric("job_cpu_pct", "job's CPU", "jobcpu", 1, False, "area", "#a04000"),
 )
 _CHARTS = {  # id -> (title, unit)
-    "util": ("Utilization", "%"), "mem": ("Memory", "GiB"), "power": ("Power", "W"),
-    "pcie": ("PCIe", "MB/s"), "cpu": ("CPU, all cores", "%"), "jobcpu": ("Job CPU", "% of a core"),
+    "util": ("Utilization", "%"),
+    "mem": ("Memory", "GiB"),
+    "power": ("Power", "W"),
+    "pcie": ("PCIe", "MB/s"),
+    "cpu": ("CPU, all cores", "%"),
+    "jobcpu": ("Job CPU", "% of a core"),
 }
 
 
@@ -112,8 +117,9 @@ class _Collector:
             buckets = self.series[(lane, field)] = Buckets(self.count)
         return buckets
 
-    def feed_samples(self, samples: Iterable[Any], lane_of: Callable[[Any], Any],
-                     metrics: tuple[_Metric, ...]) -> None:
+    def feed_samples(
+        self, samples: Iterable[Any], lane_of: Callable[[Any], Any], metrics: tuple[_Metric, ...]
+    ) -> None:
         """Every sample, one by one: exact at any grid, about 5 µs a sample."""
         origin, width, count = self.plan.origin_ns, self.width, self.count
         fields = [m.field for m in metrics]
@@ -129,8 +135,12 @@ class _Collector:
                     buckets = series.get((lane, field)) or self._buckets(lane, field)
                     buckets.add(index, value)
 
-    def feed_tiers(self, buckets: Iterable[TierBucket], lane_of: Callable[[TierBucket], Any],
-                   metrics: tuple[_Metric, ...]) -> None:
+    def feed_tiers(
+        self,
+        buckets: Iterable[TierBucket],
+        lane_of: Callable[[TierBucket], Any],
+        metrics: tuple[_Metric, ...],
+    ) -> None:
         """A recording's stored tier buckets (count, sum, min, max): the same numbers as the
         samples give, read at a fraction of the cost on long runs."""
         origin, width, count = self.plan.origin_ns, self.width, self.count
@@ -142,24 +152,32 @@ class _Collector:
             found = bucket.metrics  # built on each access: read it once per bucket
             for metric in metrics:
                 summary = found.get(metric.field)
-                if summary is None or not summary.n or summary.minimum is None \
-                        or summary.maximum is None:
+                if (
+                    summary is None
+                    or not summary.n
+                    or summary.minimum is None
+                    or summary.maximum is None
+                ):
                     continue
                 self._buckets(lane, metric.field).add_summary(
-                    index, summary.n, summary.total, summary.minimum, summary.maximum)
+                    index, summary.n, summary.total, summary.minimum, summary.maximum
+                )
 
-
-    def feed_tier_columns(self, parts: Iterable[TierColumns],
-                          lane_of: Callable[[TierColumns], Any],
-                          metrics: tuple[_Metric, ...]) -> None:
+    def feed_tier_columns(
+        self,
+        parts: Iterable[TierColumns],
+        lane_of: Callable[[TierColumns], Any],
+        metrics: tuple[_Metric, ...],
+    ) -> None:
         """A recording's tiers as columns, at the grid's width (`Recording.gpu_tier_columns`):
         what `feed_tiers` adds, a block of buckets at a time (a day of 8 GPUs in a second or
         two instead of a minute)."""
         origin, width = self.plan.origin_ns, self.width
         # Gathered per series and added once: a series' blocks follow each other in time, so
         # its buckets form one run the arrays take in a few C-speed passes.
-        pending: dict[tuple[Any, str], tuple[list[int], list[Any], list[Any], list[Any],
-                                             list[Any]]] = {}
+        pending: dict[
+            tuple[Any, str], tuple[list[int], list[Any], list[Any], list[Any], list[Any]]
+        ] = {}
         for part in parts:
             if not part.t_ns:
                 continue
@@ -192,8 +210,14 @@ def _chart_max(chart: str, observed: float, device: DeviceInfo | None) -> float:
     return nice_ceiling(max(observed * 1.1, 100.0 if chart == "jobcpu" else 1.0))
 
 
-def _lane(title: str, lane: Any, metrics: tuple[_Metric, ...], collector: _Collector,
-          device: DeviceInfo | None, period_ns: int) -> dict[str, Any] | None:
+def _lane(
+    title: str,
+    lane: Any,
+    metrics: tuple[_Metric, ...],
+    collector: _Collector,
+    device: DeviceInfo | None,
+    period_ns: int,
+) -> dict[str, Any] | None:
     charts = []
     for chart in dict.fromkeys(m.chart for m in metrics):
         present = []
@@ -208,13 +232,20 @@ def _lane(title: str, lane: Any, metrics: tuple[_Metric, ...], collector: _Colle
         series = []
         for metric, buckets, (low, high) in present:
             scale = Scale.for_range(low, high, integral=metric.integral)  # in record units
-            series.append({"label": metric.label, "color": metric.color, "style": metric.style,
-                           "low": scale.low / metric.divisor,
-                           "step": scale.step / metric.divisor,
-                           "tiers": series_tiers(buckets, collector.plan, scale)})
+            series.append(
+                {
+                    "label": metric.label,
+                    "color": metric.color,
+                    "style": metric.style,
+                    "low": scale.low / metric.divisor,
+                    "step": scale.step / metric.divisor,
+                    "tiers": series_tiers(buckets, collector.plan, scale),
+                }
+            )
         title_text, unit = _CHARTS[chart]
-        charts.append({"id": chart, "title": title_text, "unit": unit, "max": top,
-                       "series": series})
+        charts.append(
+            {"id": chart, "title": title_text, "unit": unit, "max": top, "series": series}
+        )
     # The page bridges gaps up to this long: a lane sampled more slowly than the grid's period
     # (a host source at 2 Hz beside GPUs at 10 Hz) still draws as one line.
     period_s = period_ns / NS_PER_S
@@ -228,8 +259,9 @@ def _peek(recording: Recording) -> tuple[list[GpuSample], list[HostSample]]:
     return gpu, host
 
 
-def _series_count(recording: Recording, gpu_peek: list[GpuSample],
-                  host_peek: list[HostSample]) -> int:
+def _series_count(
+    recording: Recording, gpu_peek: list[GpuSample], host_peek: list[HostSample]
+) -> int:
     """How many series to plan for: every GPU (seen or listed) with each metric the first
     samples of any GPU carry, and the host's. A metric that only appears later makes the page
     a little larger than planned; render_html's size check catches that."""
@@ -250,8 +282,9 @@ def _wait_tiers(recording: Recording, plan: TierPlan) -> list[dict[str, str]] | 
     return fraction_tiers(covered, plan, len(processes))
 
 
-def timeline_data(diagnosis: Diagnosis, recording: Recording, *,
-                  budget_bytes: int = TIMELINE_BUDGET_BYTES) -> dict[str, Any]:
+def timeline_data(
+    diagnosis: Diagnosis, recording: Recording, *, budget_bytes: int = TIMELINE_BUDGET_BYTES
+) -> dict[str, Any]:
     """Everything the page's timeline draws, as JSON-ready data (times relative to run start).
 
     Its JSON text stays within about `budget_bytes`: the phase bands take what they need (at most
@@ -262,8 +295,7 @@ def timeline_data(diagnosis: Diagnosis, recording: Recording, *,
     start_ns = (recording.run_bounds() or (0, 0))[0]
     end_ns = max(start_ns + round(diagnosis.duration_s * NS_PER_S), bounds[1] if bounds else 0)
     gpu_peek, host_peek = _peek(recording)
-    first = min([s.t_ns for s in gpu_peek[:1]] + [s.t_ns for s in host_peek[:1]],
-                default=start_ns)
+    first = min([s.t_ns for s in gpu_peek[:1]] + [s.t_ns for s in host_peek[:1]], default=start_ns)
     period = _period_ns(meta, [s.t_ns for s in gpu_peek] or [s.t_ns for s in host_peek])
     host_period = _period_ns({}, [s.t_ns for s in host_peek]) if len(host_peek) > 1 else period
     device_of: Callable[[Any], Any] = lambda s: s.device  # noqa: E731
@@ -273,8 +305,14 @@ def timeline_data(diagnosis: Diagnosis, recording: Recording, *,
     # The grid keeps the samples' phase (each lands mid-bucket) and reaches back to the start.
     aligned = first - max(math.ceil((first - start_ns) / period), 0) * period
     series = max(_series_count(recording, gpu_peek, host_peek), 1)
-    plan = plan_tiers(aligned, end_ns, period, full_series=series, mean_series=1,
-                      budget_bytes=max(series_budget, 0))
+    plan = plan_tiers(
+        aligned,
+        end_ns,
+        period,
+        full_series=series,
+        mean_series=1,
+        budget_bytes=max(series_budget, 0),
+    )
     collector = _Collector(plan)
     width, origin = plan.widths_ns[0], plan.origin_ns
     if not plan.raw and width % NS_PER_S == 0 and origin % width == 0:
@@ -283,10 +321,14 @@ def timeline_data(diagnosis: Diagnosis, recording: Recording, *,
         host_fields = [m.field for m in HOST_METRICS]
         collector.feed_tier_columns(
             recording.gpu_tier_columns(width, origin, grid_end, metrics=gpu_fields),
-            device_of, GPU_METRICS)
+            device_of,
+            GPU_METRICS,
+        )
         collector.feed_tier_columns(
             recording.host_tier_columns(width, origin, grid_end, metrics=host_fields),
-            host_of, HOST_METRICS)
+            host_of,
+            HOST_METRICS,
+        )
     else:
         collector.feed_samples(recording.gpu_samples(), device_of, GPU_METRICS)
         collector.feed_samples(recording.host_samples(), host_of, HOST_METRICS)
@@ -305,8 +347,14 @@ def timeline_data(diagnosis: Diagnosis, recording: Recording, *,
         "duration_s": (end_ns - start_ns) / NS_PER_S,
         "period_s": period / NS_PER_S,
         "raw": plan.raw,
-        "tiers": [{"offset_s": (plan.origin_ns - start_ns) / NS_PER_S, "bucket_s": w / NS_PER_S,
-                   "count": c} for w, c in zip(plan.widths_ns, plan.counts, strict=True)],
+        "tiers": [
+            {
+                "offset_s": (plan.origin_ns - start_ns) / NS_PER_S,
+                "bucket_s": w / NS_PER_S,
+                "count": c,
+            }
+            for w, c in zip(plan.widths_ns, plan.counts, strict=True)
+        ],
         "gpu_lanes": lanes,
         "host_lane": host_lane,
         "phases": phases,

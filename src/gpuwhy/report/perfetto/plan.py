@@ -58,35 +58,49 @@ class TracePlan:
         if self.counter_width_ns == 0:
             counters = "every sample"
         else:
-            width, tier = (("second", "1-s") if self.counter_width_ns == NS_PER_S else
-                           ("minute", "1-min"))
+            width, tier = (
+                ("second", "1-s") if self.counter_width_ns == NS_PER_S else ("minute", "1-min")
+            )
             counters = f"the mean of each {width} (the recording's {tier} tier)"
         if self.every_span:
             spans = "every phase, step and input-wait span"
         else:
-            spans = (f"phase spans; the ~{self.steps_and_waits:,} steps and input waits as "
-                     "per-process counters (steps per second, % of time waiting for input)")
-        return {"counters": counters, "spans": spans,
-                "full_detail": "export a shorter window with --start/--end (seconds from the "
-                               "run's start) to get every sample and span"}
+            spans = (
+                f"phase spans; the ~{self.steps_and_waits:,} steps and input waits as "
+                "per-process counters (steps per second, % of time waiting for input)"
+            )
+        return {
+            "counters": counters,
+            "spans": spans,
+            "full_detail": "export a shorter window with --start/--end (seconds from the "
+            "run's start) to get every sample and span",
+        }
 
 
-def plan_trace(recording: Recording, start_ns: int | None, end_ns: int | None,
-               resolution: str = "auto") -> TracePlan:
+def plan_trace(
+    recording: Recording, start_ns: int | None, end_ns: int | None, resolution: str = "auto"
+) -> TracePlan:
     """The plan for the window [start_ns, end_ns) at `resolution` ("auto", "raw", "1s",
     "1min"); counting uses the stored blocks' row counts only (milliseconds)."""
-    spans = (recording.rows_at_most("span", start_ns, end_ns, kind=SpanKind.STEP)
-             + recording.rows_at_most("span", start_ns, end_ns, kind=SpanKind.WAIT))
+    spans = recording.rows_at_most(
+        "span", start_ns, end_ns, kind=SpanKind.STEP
+    ) + recording.rows_at_most("span", start_ns, end_ns, kind=SpanKind.WAIT)
     if resolution != "auto":
         width = RESOLUTIONS[resolution]
     else:
-        samples = sum(recording.rows_at_most(stream, start_ns, end_ns)
-                      for stream in ("gpu", "util", "host"))
+        samples = sum(
+            recording.rows_at_most(stream, start_ns, end_ns) for stream in ("gpu", "util", "host")
+        )
         bounds = recording.time_range()
         low = start_ns if start_ns is not None else (bounds[0] if bounds else 0)
         high = end_ns if end_ns is not None else (bounds[1] + 1 if bounds else low)
         gpu_seconds = max(len(recording.devices), 1) * max(high - low, 0) / NS_PER_S
-        width = (0 if samples <= RAW_ROWS_MAX else
-                 NS_PER_S if gpu_seconds <= SECOND_BUCKETS_MAX else 60 * NS_PER_S)
+        width = (
+            0
+            if samples <= RAW_ROWS_MAX
+            else NS_PER_S
+            if gpu_seconds <= SECOND_BUCKETS_MAX
+            else 60 * NS_PER_S
+        )
     every_span = spans <= SPANS_MAX or resolution == "raw"  # "raw" asks for everything
     return TracePlan(start_ns, end_ns, width, every_span, spans)

@@ -37,22 +37,34 @@ if TYPE_CHECKING:
 REASONS = "clock_event_reasons"
 
 
-def tier_counters(recording: Recording, plan: TracePlan, counters: Counters,
-                  ts: Callable[[int], float]) -> None:
+def tier_counters(
+    recording: Recording, plan: TracePlan, counters: Counters, ts: Callable[[int], float]
+) -> None:
     """GPU, driver-utilization and host counters of the plan's window, one value per bucket."""
     width, low, high = plan.counter_width_ns, plan.start_ns, plan.end_ns
     floor = _floor(recording, low)
     gpu = [(field, name, unit, scale) for field, name, unit, scale in GPU_COUNTERS]
-    util = [(field, UTIL_NAMES[kind], "%", 1.0) for kind, field in ((1, "gpu_pct"),
-                                                                    (2, "memory_pct"))]
-    streams: list[tuple[Iterable[TierColumns], list[tuple[str, str, str, float]],
-                        Callable[[int | None], int]]] = [
-        (recording.gpu_tier_columns(width, low, high, [f for f, *_ in gpu]), gpu,
-         lambda device: GPU_PID_BASE + (device or 0)),
-        (recording.util_tier_columns(width, low, high, [f for f, *_ in util]), util,
-         lambda device: GPU_PID_BASE + (device or 0)),
-        (recording.host_tier_columns(width, low, high, [f for f, *_ in HOST_COUNTERS]),
-         list(HOST_COUNTERS), lambda device: HOST_PID),
+    util = [
+        (field, UTIL_NAMES[kind], "%", 1.0) for kind, field in ((1, "gpu_pct"), (2, "memory_pct"))
+    ]
+    streams: list[
+        tuple[Iterable[TierColumns], list[tuple[str, str, str, float]], Callable[[int | None], int]]
+    ] = [
+        (
+            recording.gpu_tier_columns(width, low, high, [f for f, *_ in gpu]),
+            gpu,
+            lambda device: GPU_PID_BASE + (device or 0),
+        ),
+        (
+            recording.util_tier_columns(width, low, high, [f for f, *_ in util]),
+            util,
+            lambda device: GPU_PID_BASE + (device or 0),
+        ),
+        (
+            recording.host_tier_columns(width, low, high, [f for f, *_ in HOST_COUNTERS]),
+            list(HOST_COUNTERS),
+            lambda device: HOST_PID,
+        ),
     ]
     for parts, tracks, pid_of in streams:
         for device, t_ns, values in _buckets(parts):
@@ -68,8 +80,9 @@ def _floor(recording: Recording, low: int | None) -> int:
     return low if low is not None else recording.time_origin()
 
 
-def _buckets(parts: Iterable[TierColumns],
-             ) -> Iterable[tuple[int | None, int, dict[str, float]]]:
+def _buckets(
+    parts: Iterable[TierColumns],
+) -> Iterable[tuple[int | None, int, dict[str, float]]]:
     """(device, bucket start, metric -> mean; "clock_event_reasons" -> the bits seen) per
     bucket in time order, parts of one bucket (from several blocks of a storage slot) added up."""
     pending: dict[tuple[int, int | None], list[Any]] = {}
@@ -94,10 +107,10 @@ def _buckets(parts: Iterable[TierColumns],
     yield from _flush(pending)
 
 
-def _flush(pending: dict[tuple[int, int | None], list[Any]],
-           ) -> Iterable[tuple[int | None, int, dict[str, float]]]:
-    for (t_ns, device) in sorted(pending, key=lambda key: (key[0], -1 if key[1] is None
-                                                           else key[1])):
+def _flush(
+    pending: dict[tuple[int, int | None], list[Any]],
+) -> Iterable[tuple[int | None, int, dict[str, float]]]:
+    for t_ns, device in sorted(pending, key=lambda key: (key[0], -1 if key[1] is None else key[1])):
         sums, reasons = pending[(t_ns, device)]
         means = {name: total / n for name, (n, total) in sums.items()}
         if REASONS in means:
@@ -106,8 +119,9 @@ def _flush(pending: dict[tuple[int, int | None], list[Any]],
     pending.clear()
 
 
-def step_counters(recording: Recording, plan: TracePlan, counters: Counters,
-                  ts: Callable[[int], float]) -> set[int]:
+def step_counters(
+    recording: Recording, plan: TracePlan, counters: Counters, ts: Callable[[int], float]
+) -> set[int]:
     """Per job process: steps started per second and % of time waiting for input, per bucket
     of the plan's summary width; returns the processes' track ids."""
     width = plan.summary_width_ns
@@ -125,11 +139,9 @@ def step_counters(recording: Recording, plan: TracePlan, counters: Counters,
         pid = UNKNOWN_JOB_PID if block.pid is None else block.pid
         weights = list(map(max, block.steps, itertools.repeat(1)))
         _per_bucket(steps.setdefault(pid, [0] * count), block.start_ns, weights, grid)
-    for block in recording.span_columns(SpanKind.WAIT, plan.start_ns, plan.end_ns,
-                                        steps=False):
+    for block in recording.span_columns(SpanKind.WAIT, plan.start_ns, plan.end_ns, steps=False):
         pid = UNKNOWN_JOB_PID if block.pid is None else block.pid
-        add_coverages(waits.setdefault(pid, [0.0] * count), grid, block.start_ns,
-                      block.duration_ns)
+        add_coverages(waits.setdefault(pid, [0.0] * count), grid, block.start_ns, block.duration_ns)
     for pid in sorted(set(steps) | set(waits)):
         started, covered = steps.get(pid), waits.get(pid)
         for index in range(count):
@@ -138,16 +150,27 @@ def step_counters(recording: Recording, plan: TracePlan, counters: Counters,
                 break
             span_ns = min(origin + (index + 1) * width, high) - t_ns
             if started is not None:
-                counters.put(pid, "steps per second", "steps/s",
-                             round(started[index] * NS_PER_S / span_ns, 3), ts(t_ns))
+                counters.put(
+                    pid,
+                    "steps per second",
+                    "steps/s",
+                    round(started[index] * NS_PER_S / span_ns, 3),
+                    ts(t_ns),
+                )
             if covered is not None:
-                counters.put(pid, "input wait", "%",
-                             round(min(100 * covered[index] / span_ns, 100.0), 3), ts(t_ns))
+                counters.put(
+                    pid,
+                    "input wait",
+                    "%",
+                    round(min(100 * covered[index] / span_ns, 100.0), 3),
+                    ts(t_ns),
+                )
     return set(steps) | set(waits)
 
 
-def _per_bucket(into: list[int], starts: list[int] | Any, weights: list[int],
-                grid: TierPlan) -> None:
+def _per_bucket(
+    into: list[int], starts: list[int] | Any, weights: list[int], grid: TierPlan
+) -> None:
     """Add each span's weight to the bucket its start falls in (starts sorted: one slice
     sum per bucket)."""
     if not starts:

@@ -35,10 +35,19 @@ from gpuwhy.report.perfetto.tracks import (
     number,
 )
 
-__all__ = ["GPU_COUNTERS", "GPU_PID_BASE", "HOST_COUNTERS", "HOST_PID", "UTIL_NAMES",
-           "TracePlan", "trace_plan", "write_trace"]
+__all__ = [
+    "GPU_COUNTERS",
+    "GPU_PID_BASE",
+    "HOST_COUNTERS",
+    "HOST_PID",
+    "UTIL_NAMES",
+    "TracePlan",
+    "trace_plan",
+    "write_trace",
+]
 _SPAN_TIDS = {SpanKind.PHASE: 1, SpanKind.STEP: 2, SpanKind.WAIT: 3}
 _SPAN_THREADS = {1: "phases", 2: "steps", 3: "input waits"}
+
 
 def _span_name(span: Span) -> str:
     if span.kind is SpanKind.PHASE:
@@ -53,18 +62,31 @@ def _span_name(span: Span) -> str:
 
 
 def _metadata(recording: Recording) -> Iterator[dict[str, Any]]:
-    yield {"name": "process_name", "ph": "M", "pid": HOST_PID, "tid": 0,
-           "args": {"name": "host"}}
+    yield {"name": "process_name", "ph": "M", "pid": HOST_PID, "tid": 0, "args": {"name": "host"}}
     for device in recording.devices:
         pid = GPU_PID_BASE + device.index
-        yield {"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
-               "args": {"name": f"GPU {device.index}: {device.name}"}}
-        yield {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
-               "args": {"sort_index": device.index}}
+        yield {
+            "name": "process_name",
+            "ph": "M",
+            "pid": pid,
+            "tid": 0,
+            "args": {"name": f"GPU {device.index}: {device.name}"},
+        }
+        yield {
+            "name": "process_sort_index",
+            "ph": "M",
+            "pid": pid,
+            "tid": 0,
+            "args": {"sort_index": device.index},
+        }
 
 
-def trace_plan(recording: Recording, start_s: float | None = None, end_s: float | None = None,
-               resolution: str = "auto") -> TracePlan:
+def trace_plan(
+    recording: Recording,
+    start_s: float | None = None,
+    end_s: float | None = None,
+    resolution: str = "auto",
+) -> TracePlan:
     """What `write_trace` with these arguments writes (plan.py)."""
     origin = recording.time_origin()
     low = None if start_s is None else origin + round(start_s * NS_PER_S)
@@ -72,9 +94,15 @@ def trace_plan(recording: Recording, start_s: float | None = None, end_s: float 
     return plan_trace(recording, low, high, resolution)
 
 
-def write_trace(recording: Recording, out: TextIO, *, start_s: float | None = None,
-                end_s: float | None = None, resolution: str = "auto",
-                plan: TracePlan | None = None) -> int:
+def write_trace(
+    recording: Recording,
+    out: TextIO,
+    *,
+    start_s: float | None = None,
+    end_s: float | None = None,
+    resolution: str = "auto",
+    plan: TracePlan | None = None,
+) -> int:
     """Write the trace of the window [start_s, end_s) (seconds from the run's start; None: the
     whole run) to `out`, streamed; returns the number of trace events. `resolution` ("auto",
     "raw", "1s", "1min") is how counters are written (plan.py says how "auto" picks);
@@ -115,25 +143,44 @@ def write_trace(recording: Recording, out: TextIO, *, start_s: float | None = No
         label = "job (process unknown)" if pid == UNKNOWN_JOB_PID else f"job process {pid}"
         emit({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": label}})
         for tid, thread in _SPAN_THREADS.items():
-            emit({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
-                  "args": {"name": thread}})
+            emit(
+                {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": thread}}
+            )
     for happened in recording.events():
         if (low is None or happened.t_ns >= low) and (high is None or happened.t_ns < high):
-            emit({"name": happened.kind, "cat": "event", "ph": "i", "s": "g",
-                  "ts": ts(happened.t_ns), "pid": HOST_PID, "tid": 0,
-                  "args": {"message": happened.message, **happened.data}})
-    other = {"producer": "gpuwhy", "recording": str(recording.path),
-             "command": recorded_command(recording.meta), "start_ns": origin,
-             "window_s": [None if t is None else (t - origin) / NS_PER_S for t in (low, high)],
-             **plan.describe()}
+            emit(
+                {
+                    "name": happened.kind,
+                    "cat": "event",
+                    "ph": "i",
+                    "s": "g",
+                    "ts": ts(happened.t_ns),
+                    "pid": HOST_PID,
+                    "tid": 0,
+                    "args": {"message": happened.message, **happened.data},
+                }
+            )
+    other = {
+        "producer": "gpuwhy",
+        "recording": str(recording.path),
+        "command": recorded_command(recording.meta),
+        "start_ns": origin,
+        "window_s": [None if t is None else (t - origin) / NS_PER_S for t in (low, high)],
+        **plan.describe(),
+    }
     out.write('\n],"displayTimeUnit":"ms","otherData":')
     out.write(json.dumps(other, ensure_ascii=False, default=str))
     out.write("}\n")
     return count
 
 
-def _sample_counters(recording: Recording, low: int | None, high: int | None,
-                     counters: Counters, ts: Callable[[int], float]) -> None:
+def _sample_counters(
+    recording: Recording,
+    low: int | None,
+    high: int | None,
+    counters: Counters,
+    ts: Callable[[int], float],
+) -> None:
     """Every sample in the window, a counter event where a value changed."""
     for sample in recording.gpu_samples(start_ns=low, end_ns=high):
         pid = GPU_PID_BASE + sample.device
@@ -142,8 +189,13 @@ def _sample_counters(recording: Recording, low: int | None, high: int | None,
             if raw is not None:
                 counters.put(pid, name, unit, number(raw, scale), ts(sample.t_ns))
     for util in recording.util_samples(start_ns=low, end_ns=high):
-        counters.put(GPU_PID_BASE + util.device, UTIL_NAMES[int(util.kind)], "%",
-                     util.value_pct, ts(util.t_ns))
+        counters.put(
+            GPU_PID_BASE + util.device,
+            UTIL_NAMES[int(util.kind)],
+            "%",
+            util.value_pct,
+            ts(util.t_ns),
+        )
     for host in recording.host_samples(start_ns=low, end_ns=high):
         for field, name, unit, scale in HOST_COUNTERS:
             raw = getattr(host, field)
@@ -151,8 +203,13 @@ def _sample_counters(recording: Recording, low: int | None, high: int | None,
                 counters.put(HOST_PID, name, unit, number(raw, scale), ts(host.t_ns))
 
 
-def _spans(recording: Recording, plan: TracePlan, emit: Callable[[dict[str, Any]], None],
-           counters: Counters, ts: Callable[[int], float]) -> set[int]:
+def _spans(
+    recording: Recording,
+    plan: TracePlan,
+    emit: Callable[[dict[str, Any]], None],
+    counters: Counters,
+    ts: Callable[[int], float],
+) -> set[int]:
     """Spans of the window as complete events (or phases and step/wait counters); the
     processes they belong to."""
     span_pids: set[int] = set()
@@ -162,13 +219,24 @@ def _spans(recording: Recording, plan: TracePlan, emit: Callable[[dict[str, Any]
             pid = UNKNOWN_JOB_PID if block.pid is None else block.pid
             span_pids.add(pid)
             tid, category = _SPAN_TIDS[block.kind], block.kind.name.lower()
-            for start, duration, step, steps in zip(block.start_ns, block.duration_ns,
-                                                    block.step, block.steps, strict=True):
-                span = Span(block.phase, block.kind, start, start + duration, step, steps,
-                            block.pid)
-                emit({"name": _span_name(span), "cat": category, "ph": "X", "ts": ts(start),
-                      "dur": round(duration / 1000, 3), "pid": pid, "tid": tid,
-                      "args": {"phase": span.phase, "step": step, "steps": steps}})
+            for start, duration, step, steps in zip(
+                block.start_ns, block.duration_ns, block.step, block.steps, strict=True
+            ):
+                span = Span(
+                    block.phase, block.kind, start, start + duration, step, steps, block.pid
+                )
+                emit(
+                    {
+                        "name": _span_name(span),
+                        "cat": category,
+                        "ph": "X",
+                        "ts": ts(start),
+                        "dur": round(duration / 1000, 3),
+                        "pid": pid,
+                        "tid": tid,
+                        "args": {"phase": span.phase, "step": step, "steps": steps},
+                    }
+                )
     if not plan.every_span:
         span_pids |= step_counters(recording, plan, counters, ts)
     return span_pids

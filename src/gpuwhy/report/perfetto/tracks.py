@@ -69,7 +69,8 @@ class Counters:
         if pieces is None:
             pieces = self._pieces[key] = (
                 '{"name":' + json.dumps(name, ensure_ascii=False) + ',"ph":"C","ts":',
-                f',"pid":{pid},"tid":0,"args":{{{json.dumps(unit, ensure_ascii=False)}:')
+                f',"pid":{pid},"tid":0,"args":{{{json.dumps(unit, ensure_ascii=False)}:',
+            )
         self._write(f"{pieces[0]}{ts_us!r}{pieces[1]}{value!r}}}}}")
 
     def close(self, ts_us: float) -> None:
