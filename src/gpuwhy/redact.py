@@ -100,7 +100,7 @@ def recorded_command(meta: Mapping[str, Any]) -> list[str]:
     purpose (`gpuwhy run --no-redact`)."""
     command = meta.get("command")
     parts = [str(part) for part in command] if isinstance(command, list) else []
-    return parts if meta.get(REDACTION_META) == "off" else redact_command(parts)
+    return parts if command_is_raw(meta) else redact_command(parts)
 
 
 def command_is_raw(meta: Mapping[str, Any]) -> bool:

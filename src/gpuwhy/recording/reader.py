@@ -147,7 +147,6 @@ class Recording(TierReads):
         self._phases: dict[int, str] = {}
         self.meta: dict[str, Any] = {}
         self.devices: list[DeviceInfo] = []
-        self.format_version = schema.RECORDING_FORMAT_VERSION
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> Recording:
@@ -193,7 +192,6 @@ class Recording(TierReads):
                 f"version reads format {schema.RECORDING_FORMAT_VERSION} only)",
                 "record the job again with this gpuwhy",
             )
-        self.format_version = version
         schema.probe(self._db)
         self.meta = {
             key: json.loads(value) for key, value in self._db.execute("SELECT key, value FROM meta")

@@ -20,7 +20,6 @@ class TierReads:
     """Tier and summary queries of an open recording."""
 
     _db: sqlite3.Connection
-    format_version: int
 
     def _damaged(self, error: Exception) -> RecordingError:
         raise NotImplementedError
