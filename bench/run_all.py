@@ -8,7 +8,7 @@ reported as such in the document; the others still run.
     python bench/run_all.py [--quick] [--only NAME ...] [--skip NAME ...]
 
 --quick runs shorter versions (fewer rounds, a 2 h synthetic run instead of 24 h) for a check
-that everything works; the full run takes about 25 minutes on a 2-core machine.
+that everything works; the full run takes about 40 minutes on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -69,6 +69,13 @@ BENCHES = (
         "Overhead of `gpuwhy run` on training throughput",
     ),
     Bench(
+        "hook_cost",
+        "hook_cost.py",
+        (),
+        ("--quick",),
+        "Cost of the hooks per call and per step on short-step jobs",
+    ),
+    Bench(
         "profiler_overhead",
         "profiler_overhead.py",
         ("--rounds", "4"),
@@ -77,6 +84,13 @@ BENCHES = (
     ),
     Bench(
         "first_verdict", "first_verdict.py", (), (), "Time to first verdict on an input-bound job"
+    ),
+    Bench(
+        "steady_truth",
+        "steady_truth.py",
+        ("--rounds", "7"),
+        ("--rounds", "1", "--members", "fit-map-3", "torch-loader0-3"),  # the docs stay as they are
+        "Data-wait share and phase speed-up against truth, loop by loop",
     ),
 )
 
@@ -132,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         "# Performance",
         "",
         "What gpuwhy costs and how it scales, measured by the scripts in `bench/`. Regenerate "
-        "this page with `python bench/run_all.py` (about 25 minutes on a 2-core machine; "
+        "this page with `python bench/run_all.py` (about 40 minutes on a 2-core machine; "
         "`--quick` for a shorter check). Each section below is the result file the benchmark "
         "wrote (`bench/results/`), with the command that produced it.",
         "",

@@ -8,7 +8,9 @@ gpuwhy's estimate beside the measured speed-up, over the whole run and over the 
     python examples/compare_fix.py torch_slow_loader.py --rounds 5 --keep runs/
 
 The estimate is the slow run's INPUT_BOUND finding: its data wait removed from the run
-(Amdahl). Measured is the median over rounds of slow duration / fixed duration.
+(Amdahl, `speedup`), and from the training phase's steady steps (`phase_speedup`: one-time work
+such as tracing and starting the input apart). Measured is the median over rounds of slow /
+fixed: the run's durations, and the phase's steady-step times.
 """
 
 from __future__ import annotations
@@ -59,14 +61,15 @@ def estimates(slow: dict[str, Any]) -> tuple[float, float, str] | None:
     finding = next((f for f in slow["findings"] if f["code"] == "INPUT_BOUND"), None)
     if finding is None or finding.get("speedup") is None:
         return None
-    phase = str(finding["evidence"].get("phase", "train"))
-    wait = slow["phases"][phase].get("data_wait_fraction") or 0.0
-    return float(finding["speedup"]), 1 / (1 - wait), phase
+    evidence = finding["evidence"]
+    return float(finding["speedup"]), float(evidence["phase_speedup"]), str(evidence["phase"])
 
 
-def phase_time_s(report: dict[str, Any], phase: str) -> float:
+def steady_time_s(report: dict[str, Any], phase: str) -> float:
+    """The phase's steady steps' time: what a fix of the input changes."""
     stats = report["phases"].get(phase)
-    return float(stats["time_s"]) if stats else float("nan")
+    value = stats.get("steady_time_s") if stats else None
+    return float(value) if value else float("nan")
 
 
 def main() -> int:
@@ -107,14 +110,14 @@ def main() -> int:
     phase_estimate = statistics.median(e[1] for e in estimated)
     run_measured = statistics.median(s["duration_s"] / f["duration_s"] for s, f in runs)
     phase_measured = statistics.median(
-        phase_time_s(s, phase) / phase_time_s(f, phase) for s, f in runs
+        steady_time_s(s, phase) / steady_time_s(f, phase) for s, f in runs
     )
     fixed_codes = sorted({f["code"] for _, fixed in runs for f in fixed["findings"]})
     print(
         f"whole run:     gpuwhy estimated {run_estimate:.2f}x faster, measured {run_measured:.2f}x"
     )
     print(
-        f"'{phase}' phase: gpuwhy estimated {phase_estimate:.2f}x faster, "
+        f"'{phase}' steady steps: gpuwhy estimated {phase_estimate:.2f}x faster, "
         f"measured {phase_measured:.2f}x"
     )
     print(f"findings of the --fixed runs: {', '.join(fixed_codes) or 'none'}")

@@ -9,6 +9,7 @@ flusher thread does.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -32,30 +33,41 @@ class WireError(ValueError):
     """A line that is not a record of this protocol."""
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+
+
+@functools.lru_cache(maxsize=256)
+def _json_text(text: str) -> str:
+    """A phase name as a JSON string: a job has a handful, each sent once per step."""
+    return _ENCODER.encode(text)
+
+
+def _json_int(value: int | None) -> str:
+    return "null" if value is None else str(int(value))
+
+
 def encode(record: Span | Event) -> bytes:
-    """One record as one line of UTF-8 JSON (with the trailing newline)."""
+    """One record as one line of UTF-8 JSON (with the trailing newline).
+
+    A span, one per step and wait, is written field by field (a few µs less per step on the
+    hooks' flusher thread than a general encoder); an event, rare, by the JSON encoder.
+    """
     if isinstance(record, Span):
+        return (
+            f'{{"t":"span","phase":{_json_text(str(record.phase))},"kind":{int(record.kind)},'
+            f'"s":{int(record.start_ns)},"e":{int(record.end_ns)},"step":{_json_int(record.step)},'
+            f'"n":{int(record.steps)},"pid":{_json_int(record.pid)}}}\n'
+        ).encode()
+    if isinstance(record, Event):
         obj: dict[str, Any] = {
-            "t": "span",
-            "phase": record.phase,
-            "kind": int(record.kind),
-            "s": record.start_ns,
-            "e": record.end_ns,
-            "step": record.step,
-            "n": record.steps,
-            "pid": record.pid,
-        }
-    elif isinstance(record, Event):
-        obj = {
             "t": "event",
             "ts": record.t_ns,
             "kind": record.kind,
             "msg": record.message,
             "data": dict(record.data),
         }
-    else:  # pragma: no cover - guarded by the type
-        raise TypeError(f"cannot encode {type(record).__name__}")
-    return (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode()
+        return (_ENCODER.encode(obj) + "\n").encode()
+    raise TypeError(f"cannot encode {type(record).__name__}")  # pragma: no cover - typed
 
 
 def decode(line: bytes | str) -> Record:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuwhy.analysis.intervals import Interval, IntervalSet, total_ns, union
 from gpuwhy.analysis.phases import PhaseStats, weighted_percentile, with_pseudo_phases
+from gpuwhy.analysis.steady import WARMUP_FACTOR
 from gpuwhy.model import NS_PER_S, Span, SpanKind
 
 
@@ -22,6 +23,9 @@ class _PhaseSpans:
     phase: list[Interval] = field(default_factory=list)
     steps: dict[int | None, list[Span]] = field(default_factory=lambda: defaultdict(list))
     waits: dict[int | None, list[Interval]] = field(default_factory=lambda: defaultdict(list))
+    input_ends: dict[int | None, list[Interval]] = field(
+        default_factory=lambda: defaultdict(list)
+    )  # WAIT spans of 0 steps: a loop's wait for its input to end
     first_ns: int | None = None
 
     def note(self, start_ns: int) -> None:
@@ -44,6 +48,8 @@ def _collect(spans: Iterable[Span]) -> dict[str, _PhaseSpans]:
             entry.steps[span.pid].append(span)
         else:
             entry.waits[span.pid].append((span.start_ns, span.end_ns))
+            if span.steps == 0:
+                entry.input_ends[span.pid].append((span.start_ns, span.end_ns))
     return by_phase
 
 
@@ -72,19 +78,123 @@ def _step_gaps_ns(steps: list[Span], waits: list[Interval], extent: IntervalSet)
     return max(gap_total, 0)
 
 
+@dataclass
+class _Steady:
+    intervals: list[Interval]
+    steps: list[Span]
+    warmup: list[Span]
+    lead_in_ns: int
+    rounds_warmed: int
+    input_end_ns: int
+    costliest_ns: int  # the largest warm-up plus input end of one round
+
+    @property
+    def count(self) -> int:
+        return sum(max(s.steps, 1) for s in self.steps)
+
+
+def _steady(
+    spans: list[Span],
+    waits: list[Interval],
+    rounds: Sequence[Interval],
+    median_s: float | None,
+    input_ends: list[Interval],
+) -> _Steady:
+    """Steady steps, round by round: the leading steps slower than 3x the median (at most half
+    of the round's) are warm-up; the steady interval runs from the first steady step's start
+    (or that of a wait running into it, not before the previous step's end or the round's
+    start) to the round's last step's end, or to the start of the last wait for the input's end
+    that begins inside it and reaches that end."""
+    merged = union(waits)
+    ordered = sorted(spans, key=lambda s: s.start_ns)
+    result = _Steady([], [], [], 0, 0, 0, 0)
+    for start, end in rounds:
+        members = [s for s in ordered if start <= s.start_ns < end]
+        if not members:
+            continue
+        warm = 0
+        while (
+            warm < len(members) // 2
+            and median_s
+            and (members[warm].end_ns - members[warm].start_ns) / max(members[warm].steps, 1)
+            > WARMUP_FACTOR * median_s * NS_PER_S
+        ):
+            warm += 1
+        result.warmup += members[:warm]
+        result.rounds_warmed += warm > 0
+        result.lead_in_ns += max(members[0].start_ns - start, 0)
+        first = members[warm].start_ns
+        floor = members[warm - 1].end_ns if warm else start
+        leading = [w for w in merged if w[0] < first <= w[1]]
+        begin = max(leading[0][0], floor) if leading else first
+        last_end = min(max(s.end_ns for s in members[warm:]), end)
+        ending = [e for e in sorted(input_ends) if begin < e[0] <= last_end <= e[1]]
+        round_ns = members[warm].start_ns - members[0].start_ns
+        if ending:
+            result.input_end_ns += last_end - ending[-1][0]
+            round_ns += last_end - ending[-1][0]
+            last_end = ending[-1][0]
+        result.costliest_ns = max(result.costliest_ns, round_ns)
+        if last_end > begin:
+            result.intervals.append((begin, last_end))
+        result.steps += members[warm:]
+    return result
+
+
+def _rounds(phase_spans: list[Interval], extent: IntervalSet) -> list[Interval]:
+    """PHASE spans as rounds: overlapping ones merged, touching ones apart; else the extent."""
+    rounds: list[list[int]] = []
+    for start, end in sorted(phase_spans):
+        if end <= start:
+            continue
+        if rounds and start < rounds[-1][1]:
+            rounds[-1][1] = max(rounds[-1][1], end)
+        else:
+            rounds.append([start, end])
+    return [(a, b) for a, b in rounds] or list(extent.intervals)
+
+
+def _durations(spans: Iterable[Span]) -> list[tuple[float, int]]:
+    return [((s.end_ns - s.start_ns) / max(s.steps, 1) / NS_PER_S, max(s.steps, 1)) for s in spans]
+
+
 def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
     extent = IntervalSet(_extent(entry))
     time_ns = extent.total_ns
     step_counts = {pid: sum(max(s.steps, 1) for s in spans) for pid, spans in entry.steps.items()}
     steps = max(step_counts.values(), default=0)
-    durations = [
-        ((s.end_ns - s.start_ns) / max(s.steps, 1) / NS_PER_S, max(s.steps, 1))
-        for spans in entry.steps.values()
-        for s in spans
-    ]
+    median_s = weighted_percentile(
+        [d for spans in entry.steps.values() for d in _durations(spans)], 0.50
+    )
+    steady = {
+        pid: _steady(
+            spans,
+            entry.waits.get(pid, []),
+            _rounds(entry.phase, extent),
+            median_s,
+            entry.input_ends.get(pid, []),
+        )
+        for pid, spans in entry.steps.items()
+    }
+    busiest = max(steady.values(), key=lambda s: (s.count, total_ns(s.intervals)), default=None)
+    durations = [d for s in steady.values() for d in _durations(s.steps)]
     pids = set(entry.steps) | set(entry.waits)
     waits_ns = [total_ns(union(_clip_all(entry.waits.get(pid, []), extent))) for pid in pids]
     wait_ns = sum(waits_ns) / len(waits_ns) if waits_ns else 0.0
+    steady_waits_ns = [
+        total_ns(
+            union(
+                _clip_all(
+                    entry.waits.get(pid, []),
+                    IntervalSet((steady.get(pid) or busiest).intervals),
+                )
+            )
+        )
+        for pid in pids
+        if busiest
+    ]
+    steady_wait = sum(steady_waits_ns) / len(steady_waits_ns) if steady_waits_ns else 0.0
+    steady_ns = total_ns(busiest.intervals) if busiest else 0
     gaps_ns = [
         _step_gaps_ns(entry.steps[pid], entry.waits.get(pid, []), extent) for pid in entry.steps
     ]
@@ -103,12 +213,36 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         step_time_p50_s=weighted_percentile(durations, 0.50),
         step_time_p95_s=weighted_percentile(durations, 0.95),
         data_wait_s=wait_ns / NS_PER_S,
-        data_wait_fraction=(wait_ns / time_ns if time_ns > 0 else 0.0) if measured else None,
+        data_wait_fraction=(
+            (min(steady_wait / steady_ns, 1.0) if steady_ns else wait_ns / time_ns)
+            if measured and time_ns > 0
+            else (0.0 if measured else None)
+        ),
         data_wait_coverage=coverage if measured or step_spans else None,
         step_gap_s=gap_ns / NS_PER_S,
-        rounds=len(union(entry.phase)),
+        rounds=len(_rounds(entry.phase, IntervalSet([]))),
         intervals=tuple(extent.intervals),
+        steady_time_s=steady_ns / NS_PER_S if busiest else None,
+        steady_steps=busiest.count if busiest else 0,
+        steady_data_wait_s=steady_wait / NS_PER_S,
+        one_time_s=max(time_ns - steady_ns, 0) / NS_PER_S if busiest else 0.0,
+        warmup_steps=sum(max(s.steps, 1) for s in busiest.warmup) if busiest else 0,
+        warmup_s=_warmup_ns(busiest) / NS_PER_S if busiest else 0.0,
+        lead_in_s=busiest.lead_in_ns / NS_PER_S if busiest else 0.0,
+        input_end_s=busiest.input_end_ns / NS_PER_S if busiest else 0.0,
+        repeated_warmup_s=(
+            (_warmup_ns(busiest) + busiest.input_end_ns - busiest.costliest_ns) / NS_PER_S
+            if busiest
+            else 0.0
+        ),
+        rounds_warmed=busiest.rounds_warmed if busiest else 0,
     )
+
+
+def _warmup_ns(steady: _Steady) -> int:
+    """Each warm-up step from its start to the next step's start (warm-up or steady)."""
+    starts = sorted(s.start_ns for s in (*steady.warmup, *steady.steps))
+    return sum(starts[bisect.bisect_right(starts, w.start_ns)] - w.start_ns for w in steady.warmup)
 
 
 def _clip_all(intervals: list[Interval], extent: IntervalSet) -> list[Interval]:

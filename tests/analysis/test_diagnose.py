@@ -155,3 +155,12 @@ def test_slow_validation_keeps_one_round_and_counts_its_teardown(tmp_path: Path)
     assert finding.evidence["validation_resume_s"] == [0.5, 0.5, 0.0]
     # Kept: the longest round (2.0 s); saved 1.5 + 1.5 + 2 x 0.5 = 4.0 s of 20.
     assert finding.speedup == pytest.approx(20 / 16, rel=1e-3)
+
+
+def test_every_runtime_code_is_documented() -> None:
+    from gpuwhy.analysis import RUNTIME_CODES
+
+    findings = (Path(__file__).resolve().parents[2] / "docs" / "findings.md").read_text()
+    for code in RUNTIME_CODES:
+        assert f"\n## {code}\n" in findings, code
+        assert f"[{code}](#{code.lower()})" in findings, code  # and linked from the index

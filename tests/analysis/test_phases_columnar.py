@@ -45,6 +45,7 @@ def _random_spans(rng: random.Random) -> list[Span]:
             pids = rng.sample([None, 11, 12, 13], rng.randrange(1, 3))
             for pid in pids:
                 u = begin + rng.randrange(0, 3) * MS
+                last: Span | None = None
                 for step in range(rng.randrange(0, 30)):
                     n = rng.choice((1, 1, 1, 4)) if rng.random() < 0.2 else 1
                     wait = rng.choice((0, 0, rng.randrange(1, 20) * MS, 300 * MS))
@@ -54,10 +55,14 @@ def _random_spans(rng: random.Random) -> list[Span]:
                     length = rng.randrange(5, 80) * MS
                     if rng.random() < 0.05:  # a step that overlaps the previous one
                         u -= rng.randrange(1, 10) * MS
-                    spans.append(Span(phase, SpanKind.STEP, u, u + length, step, n, pid))
+                    last = Span(phase, SpanKind.STEP, u, u + length, step, n, pid)
+                    spans.append(last)
                     if rng.random() < 0.05:  # a wait inside the step
                         spans.append(Span(phase, SpanKind.WAIT, u + MS, u + 2 * MS, step, 1, pid))
                     u += length + rng.choice((0, 200_000, rng.randrange(1, 30) * MS))
+                if last is not None and rng.random() < 0.4:  # the loop's wait for the data's end
+                    ending = max(last.end_ns - rng.randrange(1, 20) * MS, last.start_ns)
+                    spans.append(Span(phase, SpanKind.WAIT, ending, last.end_ns, last.step, 0, pid))
                 t = max(t, u)
             if rng.random() < 0.85:  # a PHASE span, sometimes not covering every step
                 cut = rng.choice((0, 0, 0, rng.randrange(1, 40) * MS))

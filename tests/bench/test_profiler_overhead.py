@@ -3,12 +3,9 @@ that cannot run, before any training starts (none runs here)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from support import ROOT
+from support import ROOT, assert_usage_error
 
 BENCH = ROOT / "bench"
 SCRIPT = BENCH / "profiler_overhead.py"
@@ -37,16 +34,7 @@ SCRIPT = BENCH / "profiler_overhead.py"
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(args: list[str]) -> None:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 2, done.stderr
-    assert done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
-    assert done.stderr.startswith("profiler_overhead.py: ") and "Traceback" not in done.stderr
+    assert_usage_error(SCRIPT, args)
 
 
 def test_five_batches_per_epoch_give_a_window_inside_the_training(

@@ -105,3 +105,13 @@ class LineServer:
         for conn in self._open:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
+
+
+def step_waits(waits: list[Span]) -> list[Span]:
+    """The waits of steps for their batch (an end-of-data wait covers no step: steps == 0)."""
+    return [w for w in waits if w.steps > 0]
+
+
+def end_of_data_waits(waits: list[Span]) -> list[Span]:
+    """The waits of a plain loop for its input to say "no more", one per loop."""
+    return [w for w in waits if w.steps == 0]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-from hookspans import Collected, FakeClock, durations_ms
+from hookspans import Collected, FakeClock, durations_ms, end_of_data_waits, step_waits
 
 import gpuwhy
-from gpuwhy.hooks import api, tracker
+from gpuwhy.hooks import api, iterators, tracker
 from gpuwhy.model import SpanKind
 
 
@@ -147,3 +147,57 @@ def test_nothing_is_kept_without_a_sink(clock: FakeClock) -> None:
 
 def test_public_names_are_exported_lazily() -> None:
     assert gpuwhy.phase is api.phase and gpuwhy.step is api.step and gpuwhy.wait is api.wait
+
+
+class _Made:
+    """An iterator that says when it was made, as the framework hooks note it."""
+
+    def __init__(self, clock: FakeClock, items: int, make_ms: float, item_ms: float) -> None:
+        made = clock.now
+        clock.advance_ms(make_ms)  # building the pipeline, starting workers
+        setattr(self, tracker.CREATED_ATTR, made)
+        self.clock, self.left, self.item_ms = clock, items, item_ms
+
+    def __iter__(self) -> _Made:
+        return self
+
+    def __next__(self) -> int:
+        self.clock.advance_ms(self.item_ms)
+        if not self.left:
+            raise StopIteration
+        self.left -= 1
+        return self.left
+
+
+def _loop(made: _Made, clock: FakeClock) -> None:
+    while True:
+        try:
+            iterators.timed_next(_Made.__next__, made)
+        except StopIteration:
+            return
+        clock.advance_ms(10)  # the step's compute
+
+
+def test_a_plain_loop_begins_when_its_iterator_was_made_and_ends_with_its_data(
+    collected: Collected, clock: FakeClock
+) -> None:
+    start = clock.now
+    _loop(_Made(clock, items=3, make_ms=50, item_ms=2), clock)
+    (phase,) = collected.spans(SpanKind.PHASE, "train")
+    assert phase.start_ns == start and phase.end_ns == clock.now  # the loop's whole time
+    waits = collected.spans(SpanKind.WAIT, "train")
+    assert durations_ms(step_waits(waits)) == [52, 2, 2]  # making it was the first wait
+    assert durations_ms(end_of_data_waits(waits)) == [2]  # so was finding no more data
+    assert durations_ms(collected.spans(SpanKind.STEP, "train")) == [62, 12, 14]
+
+
+def test_an_iterator_made_before_the_last_loop_ended_starts_at_its_first_pull(
+    collected: Collected, clock: FakeClock
+) -> None:
+    early = _Made(clock, items=2, make_ms=0, item_ms=1)  # made long before its loop
+    _loop(_Made(clock, items=2, make_ms=5, item_ms=1), clock)
+    clock.advance_ms(100)  # between the loops: logging, saving
+    second_start = clock.now
+    _loop(early, clock)
+    phases = collected.spans(SpanKind.PHASE, "train")
+    assert len(phases) == 2 and phases[1].start_ns == second_start

@@ -11,11 +11,13 @@ from gpuwhy.hooks.attribution import (
     BUSY_AT_REQUEST,
     CHECKED,
     DONE,
+    END_PULL,
     EXPECT_DONE,
     LAST,
     OVERLAP,
     PHASE,
     PULL,
+    READY_AT_REQUEST,
     SRC_GRAPH,
     SRC_HOST,
     STEP,
@@ -70,6 +72,30 @@ def test_a_host_pull_is_the_wait_of_its_step() -> None:
     out = Attributor().feed(items, [], ms(10), PID)
     assert steps_of(out) == [(0, 10, 0, 1)]
     assert waits(out) == [(0, 4, 0, 1)]
+
+
+def test_a_pull_of_a_batch_already_made_is_a_hand_over_not_a_wait() -> None:
+    # A DataLoader's workers had the batch queued at the request: the 3 ms of the pull hand it
+    # over (the input made free pays them too); the next pull found nothing queued and waited.
+    items = [
+        (PULL, 1, ms(0), ms(3), CHECKED | READY_AT_REQUEST),
+        step(0, 0, 10, 1, None, SRC_HOST),
+        (PULL, 2, ms(10), ms(18), CHECKED),
+        step(1, 10, 20, 2, 1, SRC_HOST),
+    ]
+    out = Attributor().feed(items, [], ms(20), PID)
+    assert waits(out) == [(3, 3, 0, 1), (10, 18, 1, 1)]
+
+
+def test_a_pull_that_found_the_data_ended_is_a_wait_of_no_step() -> None:
+    items = [
+        (PULL, 1, ms(0), ms(2), 0),
+        (PULL, 1, ms(12), ms(40), 0),  # no more data: workers shutting down
+        step(0, 0, 40, 1, None, SRC_HOST | LAST | END_PULL),
+    ]
+    out = Attributor().feed(items, [], ms(40), PID)
+    assert steps_of(out) == [(0, 40, 0, 1)]
+    assert sorted(waits(out)) == [(0, 2, 0, 1), (12, 40, 0, 0)]
 
 
 def test_a_step_without_measured_input_has_no_wait_span() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hookspans import Collected
+from hookspans import Collected, step_waits
 
 from gpuwhy.hooks import tracker
 from gpuwhy.model import SpanKind
@@ -222,7 +222,7 @@ def test_a_custom_loop_over_tf_data_gets_steps_and_waits(hooks: Collected) -> No
     for x, y in data(4, sleep_s=0.02, serial=True):
         train_step(x, y)
     steps = hooks.spans(SpanKind.STEP, "train")
-    waits = hooks.spans(SpanKind.WAIT, "train")
+    waits = step_waits(hooks.spans(SpanKind.WAIT, "train"))
     assert len(steps) == len(waits) == 4
     assert all(w.end_ns - w.start_ns >= 15e6 for w in waits)
     assert [w.step for w in waits] == [s.step for s in steps]

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from hookspans import Collected
+from hookspans import Collected, end_of_data_waits, step_waits
 
 import gpuwhy
 from gpuwhy.model import SpanKind
@@ -53,14 +53,22 @@ def test_a_dataloader_loop_gets_one_step_and_one_wait_per_batch(hooks: Collected
     loader = torch.utils.data.DataLoader(SlowData(sleep_s=0.005), batch_size=4)
     train(loader, epochs=2)
     steps = hooks.spans(SpanKind.STEP, "train")
-    waits = hooks.spans(SpanKind.WAIT, "train")
+    all_waits = hooks.spans(SpanKind.WAIT, "train")
+    waits = step_waits(all_waits)
     assert len(steps) == len(waits) == 8
     first = steps[0].step or 0  # indices are per process and phase name: they continue
     assert [w.step for w in waits] == [s.step for s in steps] == list(range(first, first + 8))
     assert all(w.end_ns - w.start_ns >= 15e6 for w in waits)  # 4 samples x 5 ms each
     for wait, step in zip(waits, steps, strict=True):
         assert step.start_ns <= wait.start_ns <= wait.end_ns <= step.end_ns
-    assert len(hooks.spans(SpanKind.PHASE, "train")) == 2  # an implicit phase per epoch loop
+    phases = hooks.spans(SpanKind.PHASE, "train")
+    assert len(phases) == 2  # an implicit phase per epoch loop
+    # Each loop's last pull, answered "no more", is a wait of its last step, which ends with it
+    # and so does the loop's phase: no time of the loop is lost.
+    ends = end_of_data_waits(all_waits)
+    assert [w.step for w in ends] == [steps[3].step, steps[7].step]
+    for end, step, phase in zip(ends, (steps[3], steps[7]), phases, strict=True):
+        assert step.start_ns < end.start_ns < end.end_ns == step.end_ns == phase.end_ns
 
 
 def test_results_are_the_same_with_and_without_hooks(collected: Collected) -> None:
@@ -96,7 +104,7 @@ def test_worker_processes_fork_safely(hooks: Collected) -> None:
     losses, _ = train(loader, epochs=2)
     assert len(losses) == 8
     steps = hooks.spans(SpanKind.STEP, "train")
-    assert len(steps) == 8 and len(hooks.spans(SpanKind.WAIT, "train")) == 8
+    assert len(steps) == 8 and len(step_waits(hooks.spans(SpanKind.WAIT, "train"))) == 8
     assert {s.pid for s in steps} == {os.getpid()}
 
 
@@ -111,3 +119,20 @@ def test_manual_steps_take_over_and_waits_still_count(hooks: Collected) -> None:
     assert len(steps) == len(waits) == 2
     assert [w.step for w in waits] == [s.step for s in steps]
     assert hooks.spans(SpanKind.STEP, "train") == []
+
+
+def test_a_batch_the_workers_already_queued_is_handed_over_not_waited_for(
+    hooks: Collected,
+) -> None:
+    # Fast samples, slow steps: after the first batches the workers are always ahead, so a
+    # pull only takes a queued batch (a cost the input made free still pays): no wait.
+    loader = torch.utils.data.DataLoader(
+        SlowData(), batch_size=2, num_workers=2, multiprocessing_context="fork"
+    )
+    for _ in loader:
+        time.sleep(0.02)  # the step's compute
+    waits = step_waits(hooks.spans(SpanKind.WAIT, "train"))
+    assert len(waits) == 8
+    handed_over = [w for w in waits[2:] if w.end_ns == w.start_ns]
+    assert len(handed_over) >= 5, [w.end_ns - w.start_ns for w in waits]
+    assert waits[0].end_ns - waits[0].start_ns > 0  # the first waited for the workers to start

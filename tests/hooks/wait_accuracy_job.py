@@ -6,11 +6,13 @@ Trains one small model, alternating in each round three timed `fit` calls of STE
   slow  - the input pipeline as written (a slow map or a slow PyDataset), no gpuwhy;
   fast  - the same batches, already in memory, no gpuwhy;
   hooked - the slow pipeline with gpuwhy's hooks installed.
-Ground truth: wait fraction = 1 - fast wall / slow wall. Measured: the hooked run's WAIT spans
-of phase "train" over its wall time. Walls and waits count from each fit's second execution
-(SteadyClock). `error` is the median over rounds of (measured - truth)
-within each round (the machine's load drifts slowly; a round's runs share it). Prints one JSON
-line.
+Ground truth, from the job's own clock over each fit's steady steps (from its second execution,
+SteadyClock): wait fraction = 1 - fast wall / slow wall, the phase's speed-up = slow / fast.
+Measured: what the report says of the hooked fit, computed by gpuwhy's own analysis from all of
+its spans (the steady steps are gpuwhy's to find): the phase's data-wait fraction, and
+`phase_speedup` as INPUT_BOUND computes it. `error` is the median over rounds of
+(measured - truth) within each round (the machine's load drifts slowly; a round's runs share
+it); `speedup_error` the median of measured / truth - 1. Prints one JSON line.
 
 SETTINGs (tf.data, any backend): tf-serial, tf-prefetch (a source sleeping in C++: no CPU, no
 GIL, like slow storage), tf-parallel (a map sleeping in C++, two calls in flight), tf-pymap,
@@ -28,8 +30,11 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from constructed import phase_stats
+
+from gpuwhy.analysis import whatif
 from gpuwhy.hooks import auto, emitter
-from gpuwhy.model import Span, SpanKind
+from gpuwhy.model import Span
 
 SLEEP_S = float(os.environ.get("WAIT_JOB_SLEEP_S", "0.012"))  # input cost per batch
 BATCH = 64
@@ -68,7 +73,7 @@ def main() -> None:
         model.fit(data, steps_per_epoch=max(4, spe * 2), epochs=1, verbose=0)
     walls: dict[str, list[float]] = {"slow": [], "fast": [], "hooked": []}
     waits: list[float] = []
-    step_fractions: list[float] = []
+    speedups: list[float] = []
     for _ in range(rounds):
         for variant in ("slow", "fast", "hooked"):
             if variant == "hooked":
@@ -90,14 +95,17 @@ def main() -> None:
                 emitter.flush(5.0)
                 auto.uninstall()
                 emitter.configure(None)
-                train = [s for s in spans if s.phase == "train" and s.start_ns >= steady.from_ns]
-                wait = sum(s.end_ns - s.start_ns for s in train if s.kind is SpanKind.WAIT)
-                step = sum(s.end_ns - s.start_ns for s in train if s.kind is SpanKind.STEP)
-                waits.append(wait / 1e9 / wall)
-                step_fractions.append(wait / step if step else float("nan"))
+                train = phase_stats(spans, steady.begin_ns, steady.end_ns)["train"]
+                waits.append(train.data_wait_fraction or 0.0)
+                speedups.append(
+                    whatif.phase_speedup(train.steady_time_s or 0.0, train.steady_data_wait_s)
+                )
     median = {k: statistics.median(v) for k, v in walls.items()}
     # Rounds are paired: load on the machine drifts slowly, so a round's three runs share it.
     errors = [w - (1 - f / s) for w, f, s in zip(waits, walls["fast"], walls["slow"], strict=True)]
+    speedup_errors = [
+        m / (s / f) - 1 for m, f, s in zip(speedups, walls["fast"], walls["slow"], strict=True)
+    ]
     print(
         json.dumps(
             {
@@ -107,7 +115,9 @@ def main() -> None:
                 "truth": 1 - median["fast"] / median["slow"],
                 "measured": statistics.median(waits),
                 "error": statistics.median(errors),
-                "measured_of_steps": statistics.median(step_fractions),
+                "speedup_truth": median["slow"] / median["fast"],
+                "speedup_measured": statistics.median(speedups),
+                "speedup_error": statistics.median(speedup_errors),
                 "overhead": median["hooked"] / median["slow"] - 1,
                 "step_ms_fast": median["fast"] / steps * 1e3,
                 "walls": walls,
@@ -120,7 +130,7 @@ def main() -> None:
 class SteadyClock:
     """Times a fit from its second execution on: every run, hooked or not, then excludes the
     iterator start-up of the first batch (a real wait, paid alike by the slow and fast runs,
-    so the ground truth could not see it)."""
+    so the ground truth could not see it). `begin_ns`/`end_ns`: the whole fit."""
 
     def __new__(cls, keras: object) -> object:  # a keras Callback made once Keras is imported
         base = keras.callbacks.Callback  # type: ignore[attr-defined]
@@ -130,6 +140,7 @@ class SteadyClock:
 
             def on_train_begin(self, logs: object = None) -> None:
                 self.begins = 0
+                self.begin_ns = time.monotonic_ns()
 
             def on_train_batch_begin(self, batch: int, logs: object = None) -> None:
                 self.begins += 1
@@ -137,7 +148,8 @@ class SteadyClock:
                     self.from_ns = time.monotonic_ns()
 
             def on_train_end(self, logs: object = None) -> None:
-                self.wall_s = (time.monotonic_ns() - self.from_ns) / 1e9
+                self.end_ns = time.monotonic_ns()
+                self.wall_s = (self.end_ns - self.from_ns) / 1e9
 
         return Steady()
 

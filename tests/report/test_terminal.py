@@ -191,3 +191,17 @@ def test_verdict_of_a_clean_run_without_any_gpu_says_so(tmp_path: Path) -> None:
     diagnosis = _diagnosis(run)
     assert diagnosis.findings == []
     assert verdict(diagnosis) == "No runtime problem found (no GPU use was recorded)"
+
+
+def test_one_time_work_gets_its_own_line_under_the_table(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=6, command=["python", "train.py"])
+    t = run.steps("train", 1.3, 1, 1.5)  # 0.3 s before the first step, a 1.5 s traced step
+    end = run.steps("train", t, 100, 0.02, wait_s=0.01)
+    run.phase("train", 1.0, end)
+    text = " ".join(_rendered(_diagnosis(run), 120).split())  # wrapped lines joined
+    assert (
+        "One-time work (step and data-wait figures are of the steady steps): "
+        "'train' 1.8 s (1 warm-up step 1.5 s, before the first step 300 ms)"
+    ) in text
+    healthy = _rendered(_diagnosis(_healthy_gpu_run(tmp_path / "h.db")), 120)
+    assert "One-time work" not in healthy

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,3 +41,14 @@ def format_1_file(path: Path) -> None:
         db.execute("PRAGMA user_version = 1")
         db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)")
     db.close()
+
+
+def assert_usage_error(script: Path, args: list[str]) -> None:
+    """`python SCRIPT ARGS` refuses bad arguments as promised: exit 2, nothing on stdout, one
+    line on stderr that names the script, no traceback."""
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"{script.name}: ") and "Traceback" not in done.stderr

@@ -6,6 +6,10 @@ of them. Two pseudo-phases complete the picture: "data_wait" (all WAIT time, a p
 it occurs in) and "other" (run time no phase covers: start-up, imports, model building, saving).
 The named phases and "other" partition the run unless a user nests phases.
 
+Per-step figures (step-time percentiles, the data-wait fraction) describe the phase's steady steps,
+with one-time work (warm-up steps, lead-ins, tails) reported apart (steady.py); the phase's time and
+its total wait stay whole.
+
 Several processes may record the same phase (data-parallel ranks): steps are counted for the
 busiest process (ranks step in lockstep) and the data-wait fraction is their mean, so that N ranks
 waiting at the same moment count once, not N times.
@@ -32,6 +36,7 @@ from gpuwhy.analysis.spanruns import (
     wait_runs,
     waited_ns,
 )
+from gpuwhy.analysis.steady import input_ends_of, rounds_of, steady_state, steady_wait_ns
 from gpuwhy.model import NS_PER_S, SpanKind
 
 if TYPE_CHECKING:
@@ -55,8 +60,20 @@ class PhaseStats:
     data_wait_s: float
     data_wait_fraction: float | None  # None: no steps, or their input was not timed
     step_gap_s: float  # between steps, not waiting for data: host work (callbacks, logging...)
-    rounds: int  # PHASE spans: epochs of training, validation passes...
+    rounds: int  # PHASE spans (touching ones apart): epochs of training, validation passes...
     data_wait_coverage: float | None = None  # share of the steps whose wait was measured
+    # Steady state (steady.py): the steps that repeat, apart from one-time work. Per-step
+    # figures (step time, data_wait_fraction) are taken on these; time_s and data_wait_s on all.
+    steady_time_s: float | None = None  # None: the phase has no steps
+    steady_steps: int = 0
+    steady_data_wait_s: float = 0.0
+    one_time_s: float = 0.0  # the phase's time outside its steady steps
+    warmup_steps: int = 0
+    warmup_s: float = 0.0  # of one_time_s: leading steps > 3x the median step
+    lead_in_s: float = 0.0  # of one_time_s: rounds' starts to their first step
+    input_end_s: float = 0.0  # of one_time_s: plain loops' waits for their input to end
+    repeated_warmup_s: float = 0.0  # warm-up and input ends of every round but the costliest
+    rounds_warmed: int = 0  # rounds that began with warm-up steps
     intervals: tuple[Interval, ...] = field(default=(), repr=False, compare=False)
     # Per interval: seconds from its end until the next step of the run begins (work a phase
     # leaves behind it, e.g. tearing down an evaluation before training resumes).
@@ -133,7 +150,7 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
     extent = union(_extent(entry))
     time_ns = total_ns(extent)
     steps = max((runs.step_count() for runs in entry.steps.values()), default=0)
-    p50, p95 = step_percentiles(entry.steps.values(), (0.50, 0.95))
+    (median_s,) = step_percentiles(entry.steps.values(), (0.50,))
     pids = set(entry.steps) | set(entry.waits)
     waits = {
         pid: wait_runs(entry.waits[pid]) if pid in entry.waits else SortedRuns([], [])
@@ -141,6 +158,25 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
     }
     waits_ns = [waited_ns(waits[pid], extent) for pid in pids]
     wait_ns = sum(waits_ns) / len(waits_ns) if waits_ns else 0.0
+    rounds = rounds_of(entry.phase, extent)
+    steady = {
+        pid: steady_state(
+            runs,
+            waits[pid],
+            rounds,
+            median_s,
+            input_ends_of(entry.waits[pid]) if pid in entry.waits else [],
+        )
+        for pid, runs in entry.steps.items()
+    }
+    busiest = max(steady.values(), key=lambda s: (s.steps, s.time_ns), default=None)
+    p50, p95 = step_percentiles((s.runs for s in steady.values()), (0.50, 0.95))
+    # Waits of a process without steps (a reader thread's pid) fall in the busiest's steady time.
+    steady_waits_ns = [
+        steady_wait_ns(waits[pid], steady.get(pid) or busiest) for pid in pids if busiest
+    ]
+    steady_wait = sum(steady_waits_ns) / len(steady_waits_ns) if steady_waits_ns else 0.0
+    steady_ns = busiest.time_ns if busiest else 0
     gaps_ns = [step_gaps_ns(entry.steps[pid], waits[pid], extent) for pid in entry.steps]
     gap_ns = sum(gaps_ns) / len(gaps_ns) if gaps_ns else 0.0
     # A STEP without its WAIT is unknown, never zero (docs/hooks.md): the fraction is measured
@@ -157,12 +193,33 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         step_time_p50_s=p50,
         step_time_p95_s=p95,
         data_wait_s=wait_ns / NS_PER_S,
-        data_wait_fraction=(wait_ns / time_ns if time_ns > 0 else 0.0) if measured else None,
+        data_wait_fraction=_wait_fraction(measured, steady_wait, steady_ns, wait_ns, time_ns),
         data_wait_coverage=coverage if measured or step_spans else None,
         step_gap_s=gap_ns / NS_PER_S,
-        rounds=len(union(entry.phase)),
+        rounds=len(rounds_of(entry.phase, [])),
         intervals=tuple(extent),
+        steady_time_s=steady_ns / NS_PER_S if busiest else None,
+        steady_steps=busiest.steps if busiest else 0,
+        steady_data_wait_s=steady_wait / NS_PER_S,
+        one_time_s=max(time_ns - steady_ns, 0) / NS_PER_S if busiest else 0.0,
+        warmup_steps=busiest.warmup_steps if busiest else 0,
+        warmup_s=busiest.warmup_ns / NS_PER_S if busiest else 0.0,
+        lead_in_s=busiest.lead_in_ns / NS_PER_S if busiest else 0.0,
+        input_end_s=busiest.input_end_ns / NS_PER_S if busiest else 0.0,
+        repeated_warmup_s=busiest.repeated_ns / NS_PER_S if busiest else 0.0,
+        rounds_warmed=busiest.rounds_warmed if busiest else 0,
     )
+
+
+def _wait_fraction(
+    measured: bool, steady_wait: float, steady_ns: int, wait_ns: float, time_ns: int
+) -> float | None:
+    """The steady steps' wait over their time; the whole phase's where no step is steady."""
+    if not measured:
+        return None
+    if steady_ns > 0:
+        return min(steady_wait / steady_ns, 1.0)
+    return wait_ns / time_ns if time_ns > 0 else 0.0
 
 
 class _SpanSource(Protocol):

@@ -42,13 +42,21 @@ def _whatif(run_s: float, saved_s: float, method: str) -> WhatIf:
 
 
 def remove_wait(run_s: float, wait_s: float, phase: str) -> WhatIf:
-    """Input ready whenever a step asks for it (prefetching, parallel input): the wait goes."""
+    """Input ready whenever a steady step asks for it (prefetching, parallel input): the wait
+    goes. ``wait_s`` is the steady steps' wait: the first batch of a round, fetched while the
+    pipeline starts, is waited for with the fix too."""
     return _whatif(
         run_s,
         wait_s,
-        f"measured data wait in '{phase}' ({wait_s:.2f} s) removed; "
+        f"measured data wait of the steady steps in '{phase}' ({wait_s:.2f} s) removed; "
         f"whole run = run / (run - wait) (Amdahl)",
     )
+
+
+def phase_speedup(steady_s: float, wait_s: float) -> float:
+    """The phase's own steady-state speed-up when its steps' wait goes: the figure to check
+    against the steady steps of the same job with the fix."""
+    return round(amdahl(steady_s, wait_s), 3)
 
 
 def fewer_validation_rounds(
@@ -152,4 +160,16 @@ def balance_gpus(
         saved,
         f"'{phase}' with work spread evenly: time x mean/max GPU load "
         f"({mean_pct:.0f}/{max_pct:.0f} %); whole run by Amdahl",
+    )
+
+
+def warm_up_once(run_s: float, phase: str, repeated_s: float, rounds: int) -> WhatIf:
+    """Per-round start-up paid once: ``repeated_s`` is what the ``rounds`` warmed rounds spent
+    on warm-up steps and waits for the input to end, beyond the costliest round's, which stays."""
+    return _whatif(
+        run_s,
+        repeated_s,
+        f"warm-up of '{phase}' paid once instead of in {rounds} rounds: the warm-up steps and "
+        f"waits for the input to end of all but the costliest round ({repeated_s:.2f} s) "
+        "saved; whole run by Amdahl",
     )

@@ -48,12 +48,15 @@ SRC_GRAPH = 2  # pulls come from an in-graph poller, matched to the step by time
 OVERLAP = 4  # later pulls of an execution overlap the previous step's compute
 EXPECT_DONE = 8  # DONE records will come for this loop's executions
 LAST = 16  # the step was ended by its phase or epoch ending, not by the next step beginning
+END_PULL = 32  # its last PULL found the data's end: a wait of the loop, not another step
 
 # PULL busy bits: a non-blocking readiness check of the previous execution's results, taken
 # when the pull was requested and when it was delivered (JAX `is_ready`, a CUDA event query).
 CHECKED = 1  # the busy checks were made (the other bits say what they found)
 BUSY_AT_REQUEST = 2  # the device was still running the previous execution at the request
 BUSY_AT_DELIVERY = 4  # ... and still at the delivery: the pull hid behind compute entirely
+READY_AT_REQUEST = 8  # the batch was already made when asked for (a worker's queue held it):
+# the pull only handed it over, a cost the input made free still pays, not a wait
 
 HOLD_NS = 2_000_000_000
 """How long a step waits for late facts before it is resolved without them."""
@@ -195,6 +198,7 @@ class Attributor:
     def _resolve(self, held: _Held, pid: int) -> list[Span | Event]:
         _, phase, index, start, end, hint, exec_id, prev, mode = held.record
         pulls = sorted(held.pulls)
+        end_pull = pulls.pop() if mode & END_PULL and len(pulls) > 1 else None
         measured = bool(mode & (SRC_HOST | SRC_GRAPH))
         if measured and not pulls:
             return []  # the loop asked for data and got none: the end of the data, not a step
@@ -203,6 +207,8 @@ class Attributor:
         if mode & LAST and done is not None and start < done < end:
             end = done  # the loop's last step ends with its results, not with epoch-end work
         out: list[Span | Event] = [Span(phase, SpanKind.STEP, start, end, index, steps, pid)]
+        if end_pull is not None:  # the loop stood still until its input said "no more"
+            out.append(Span(phase, SpanKind.WAIT, *end_pull, index, 0, pid))
         if not pulls:
             return out
         busy = self._busy.pop((exec_id, pulls[0][0]), 0)
@@ -230,8 +236,8 @@ class Attributor:
         busy: int = 0,
     ) -> int | None:
         request, delivered = pulls[0]
-        if busy & BUSY_AT_DELIVERY:
-            request = delivered  # the device never idled during this pull
+        if busy & (BUSY_AT_DELIVERY | READY_AT_REQUEST):
+            request = delivered  # the device never idled, or the batch was there already
         elif busy & BUSY_AT_REQUEST:  # it finished during the pull: at its stamp, or later
             request = max(request, min(prev_done_ns or delivered, delivered))
         elif not busy & CHECKED and prev_done_ns is not None:

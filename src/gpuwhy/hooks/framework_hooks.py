@@ -7,6 +7,7 @@ Python entry points (no framework state is created or initialised). Keras lives 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from collections.abc import Callable
@@ -36,6 +37,7 @@ def install_tensorflow() -> None:
         return __next__
 
     patching.patch(iterator_ops.OwnedIterator, "__next__", make)
+    patching.patch(iterator_ops.OwnedIterator, "__init__", _stamping_init)
 
 
 def install_torch() -> None:
@@ -51,11 +53,14 @@ def install_torch() -> None:
         def make(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             @functools.wraps(original)
             def __next__(self: Any) -> Any:
-                return iterators.timed_next(original, self)
+                # Only loaders with workers have made batches to hand over.
+                ready = _worker_batch_ready if getattr(self, "_num_workers", 0) else None
+                return iterators.timed_next(original, self, ready=ready)
 
             return __next__
 
         patching.patch(base, "__next__", make)
+        patching.patch(base, "__init__", _stamping_init)
     optimizer = sys.modules.get("torch.optim.optimizer")
     register = getattr(optimizer, "register_optimizer_step_post_hook", None)
     if register is None or patching.is_patched(optimizer, "gpuwhy_step_hook"):
@@ -63,6 +68,31 @@ def install_torch() -> None:
     handle = register(_after_optimizer_step)
     patching.patch(optimizer, "gpuwhy_step_hook", lambda _: handle)  # marks it installed
     patching.on_undo(handle.remove)
+
+
+def _worker_batch_ready(iterator: Any) -> bool:
+    """Whether a DataLoader's workers already made the batch its next pull returns: received
+    out of order and kept, or waiting in the result queue (torch's own bookkeeping; a change
+    of it raises, and the pull is then timed whole)."""
+    info = iterator._task_info.get(iterator._rcvd_idx)
+    if info is not None and len(info) == 2:  # (worker, data): kept from an earlier receive
+        return True
+    return not iterator._data_queue.empty()
+
+
+def _stamping_init(original: Callable[..., None]) -> Callable[..., None]:
+    """An iterator's `__init__` that notes when it began (building a pipeline, starting
+    workers): a plain loop over it begins then, not at its first pull (tracker._loop_start)."""
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        started = tracker.clock()
+        original(self, *args, **kwargs)
+        # An object that takes no new attribute: its loop starts at its first pull.
+        with contextlib.suppress(Exception):
+            setattr(self, tracker.CREATED_ATTR, started)
+
+    return __init__
 
 
 def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:

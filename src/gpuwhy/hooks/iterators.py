@@ -11,13 +11,23 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from gpuwhy.hooks import emitter, tracker
-from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST, CHECKED
+from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST, CHECKED, READY_AT_REQUEST
 
 T = TypeVar("T")
 
 
-def timed_next(next_fn: Callable[[Any], T], iterator: Any, *, force: bool = False) -> T:
-    """`next_fn(iterator)`, timed as a pull of `iterator` (StopIteration passes through)."""
+def timed_next(
+    next_fn: Callable[[Any], T],
+    iterator: Any,
+    *,
+    force: bool = False,
+    ready: Callable[[Any], bool] | None = None,
+) -> T:
+    """`next_fn(iterator)`, timed as a pull of `iterator` (StopIteration passes through).
+
+    `ready(iterator)`: whether its next item is already made (a worker's queue holds it), asked
+    at the request: such a pull hands a batch over and is no wait.
+    """
     st = tracker.state()
     if st.in_pull or (st.mute and not force):
         return next_fn(iterator)
@@ -25,6 +35,8 @@ def timed_next(next_fn: Callable[[Any], T], iterator: Any, *, force: bool = Fals
     busy_check = st.busy
     st.in_pull = True
     busy = _busy(busy_check, BUSY_AT_REQUEST) if busy_check is not None else 0
+    if ready is not None:
+        busy |= _busy(lambda: ready(iterator), READY_AT_REQUEST)
     request = clock()
     try:
         item = next_fn(iterator)

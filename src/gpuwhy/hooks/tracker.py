@@ -28,9 +28,11 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuwhy.hooks import emitter
-from gpuwhy.hooks.attribution import LAST, PHASE, PULL, SRC_HOST, STEP, SYNC
+from gpuwhy.hooks.attribution import END_PULL, LAST, PHASE, PULL, SRC_HOST, STEP, SYNC
 
 DEFAULT_PHASE = "train"
+CREATED_ATTR = "_gpuwhy_created_ns"
+"""Set on a hooked iterator when it is made (framework_hooks.py): where its loop began."""
 
 clock: Callable[[], int] = time.monotonic_ns
 """The hooks' clock; tests may replace it."""
@@ -262,7 +264,7 @@ def pull(
     if st.framework or st.manual:
         _owned_pull(st, request_ns, delivery_ns, ok, busy)
     else:
-        _auto_pull(st, source, request_ns, delivery_ns, ok)
+        _auto_pull(st, source, request_ns, delivery_ns, ok, busy)
 
 
 def _owned_pull(st: ThreadState, r: int, d: int, ok: bool, busy: int = 0) -> None:
@@ -289,7 +291,7 @@ def _owned_pull(st: ThreadState, r: int, d: int, ok: bool, busy: int = 0) -> Non
     emitter.emit((PULL, step.exec_id, r, d, busy))
 
 
-def _auto_pull(st: ThreadState, source: object, r: int, d: int, ok: bool) -> None:
+def _auto_pull(st: ThreadState, source: object, r: int, d: int, ok: bool, busy: int = 0) -> None:
     owner = st.owner() if st.owner is not None else None
     if owner is None:
         if not ok:
@@ -299,19 +301,44 @@ def _auto_pull(st: ThreadState, source: object, r: int, d: int, ok: bool) -> Non
             st.owner = weakref.ref(source, _owner_gone_callback(st))
         except TypeError:  # not weak-referenceable: it owns steps until another takes over
             st.owner = None
+        r = _loop_start(st, source, r)
     if source is owner:
-        close_step(st, r, last=not ok)
         if not ok:
-            st.owner = None
-            _end_implicit(st, r)
+            _end_of_data(st, r, d)
             return
+        close_step(st, r, last=False)
         step = _open(st, r)  # not "begun": a gpuwhy.step() right after adopts it
         step.expected = 1
     step_or_none = st.step
     if ok and step_or_none is not None:
         step_or_none.pulls += 1
         step_or_none.mode |= SRC_HOST
-        emitter.emit((PULL, step_or_none.exec_id, r, d, 0))
+        emitter.emit((PULL, step_or_none.exec_id, r, d, busy))
+
+
+def _loop_start(st: ThreadState, source: object, request_ns: int) -> int:
+    """When a loop over a new iterator began: when the iterator was made (`for x in loader`
+    makes it just before its first pull: building the pipeline, starting workers), unless this
+    thread's last step or its current phase came after that (an iterator made long before)."""
+    created = getattr(source, CREATED_ATTR, None)
+    if type(created) is not int or created >= request_ns:
+        return request_ns
+    if st.implicit_end_ns is not None and created < st.implicit_end_ns:
+        return request_ns
+    if st.step is not None or (st.phases and created < st.phases[-1][1]):
+        return request_ns
+    return created
+
+
+def _end_of_data(st: ThreadState, request_ns: int, delivery_ns: int) -> None:
+    """The owner's data ended: its last step waited for that answer, and ends with it."""
+    step = st.step
+    if step is not None and delivery_ns > request_ns:
+        step.mode |= END_PULL
+        emitter.emit((PULL, step.exec_id, request_ns, delivery_ns, 0))
+    close_step(st, delivery_ns)
+    st.owner = None
+    _end_implicit(st, delivery_ns)
 
 
 def _owner_gone_callback(st: ThreadState) -> Callable[[weakref.ref[Any]], None]:

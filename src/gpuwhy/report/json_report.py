@@ -5,7 +5,7 @@ Shape (JSON Schema: src/gpuwhy/schemas/report.schema.json); fields are only ever
     schema_version, command, exit_code, duration_s,
     environment: {findings, facts, ...}, devices: [...],
     phases: {name: {time_s, share, steps, step_time_s: {p50, p95}, data_wait_fraction,
-                    gpu_util: {device: mean %} | null, ...}},
+                    gpu_util: {device: mean %} | null, steady_time_s, one_time_s, ...}},
     findings: [{code, severity, title, evidence, fix, speedup, speedup_method}]
 
 Device keys in ``gpu_util`` are NVML indices written as strings (JSON object keys).
@@ -57,6 +57,16 @@ def _phase(phase: PhaseStats) -> dict[str, Any]:
         "rounds": phase.rounds,
         "sm_active": _per_device(phase.sm_active, 3),
         "kind": "pseudo" if phase.is_pseudo else "phase",
+        "steady_time_s": _num(phase.steady_time_s),
+        "steady_steps": phase.steady_steps,
+        "steady_data_wait_s": _num(phase.steady_data_wait_s),
+        "one_time_s": _num(phase.one_time_s),
+        "warmup_steps": phase.warmup_steps,
+        "warmup_s": _num(phase.warmup_s),
+        "lead_in_s": _num(phase.lead_in_s),
+        "input_end_s": _num(phase.input_end_s),
+        "repeated_warmup_s": _num(phase.repeated_warmup_s),
+        "rounds_warmed": phase.rounds_warmed,
     }
 
 

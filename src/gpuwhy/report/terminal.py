@@ -104,6 +104,35 @@ def _phase_table(phases: Mapping[str, PhaseStats]) -> Table:
     return table
 
 
+ONE_TIME_SHOWN = 0.05
+"""One-time work is listed under the table from 5 % of a phase (XProf's moderate band): below,
+it changes no figure a reader would act on."""
+_NEGLIGIBLE_S = 0.0005  # a part shorter than this would print as "0.0 ms"-ish noise
+
+
+def _one_time_line(phases: Mapping[str, PhaseStats]) -> str:
+    """The phases' one-time work, apart from the steady steps that the step figures describe."""
+    parts = []
+    for phase in phases.values():
+        if phase.is_pseudo or not phase.steps or phase.time_s <= 0:
+            continue
+        if phase.one_time_s < ONE_TIME_SHOWN * phase.time_s:
+            continue
+        detail = []
+        if phase.warmup_steps:
+            noun = "step" if phase.warmup_steps == 1 else "steps"
+            detail.append(f"{phase.warmup_steps} warm-up {noun} {_seconds(phase.warmup_s)}")
+        if phase.lead_in_s >= _NEGLIGIBLE_S:
+            detail.append(f"before the first step {_seconds(phase.lead_in_s)}")
+        if phase.input_end_s >= _NEGLIGIBLE_S:
+            detail.append(f"waiting for the input to end {_seconds(phase.input_end_s)}")
+        text = f"'{phase.name}' {_seconds(phase.one_time_s)}"
+        parts.append(text + (f" ({', '.join(detail)})" if detail else ""))
+    if not parts:
+        return ""
+    return "One-time work (step and data-wait figures are of the steady steps): " + "; ".join(parts)
+
+
 def _evidence(evidence: Mapping[str, Any]) -> str:
     items = [(k, v) for k, v in evidence.items() if k != "reference" and v is not None]
     shown = [f"{k}={v}" for k, v in items[:_MAX_EVIDENCE]]
@@ -158,6 +187,9 @@ def render(diagnosis: Diagnosis, console: Console) -> None:
         )
     _wrapped(console, Text("Verdict: ", style="bold").append(verdict(diagnosis)))
     _wrapped(console, _phase_table(diagnosis.phases))
+    one_time = _one_time_line(diagnosis.phases)
+    if one_time:
+        _wrapped(console, Text(one_time, style="dim"))
     if diagnosis.findings:
         console.print(Text("Findings, most valuable first", style="bold underline"))
         for number, finding in enumerate(diagnosis.findings, 1):

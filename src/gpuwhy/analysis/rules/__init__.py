@@ -15,6 +15,7 @@ from gpuwhy.analysis.rules import (
     input_bound,
     memory,
     multi_gpu,
+    one_time,
     phase_gap,
     placement,
     throttle,
@@ -28,6 +29,7 @@ Rule = Callable[[RunContext], list[Finding]]
 RULES: Sequence[Rule] = (
     placement.check,  # NOT_ON_GPU
     input_bound.check,  # INPUT_BOUND
+    one_time.check,  # ONE_TIME_WORK
     validation.check,  # SLOW_VALIDATION
     phase_gap.check,  # PHASE_GPU_GAP
     host.check,  # HOST_BOUND, SYNC_BOUND
@@ -41,6 +43,7 @@ RULES: Sequence[Rule] = (
 RUNTIME_CODES = (
     "NOT_ON_GPU",
     "INPUT_BOUND",
+    "ONE_TIME_WORK",
     "SLOW_VALIDATION",
     "PHASE_GPU_GAP",
     "HOST_BOUND",

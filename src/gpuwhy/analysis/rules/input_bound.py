@@ -2,8 +2,9 @@
 
 Threshold (XProf Input Pipeline Analyzer, op_stats_to_input_pipeline_analysis.cc,
 references.md#xprof-input-pipeline): >= 20 % of step time waiting for input is "HIGHLY input-bound",
-5-20 % "MODERATELY". Measured on the phase's own time from the hooks' WAIT spans, so it needs no GPU
-samples and holds on a CPU run. The moderate band is reported only where it matters for the run: the
+5-20 % "MODERATELY". Measured on the phase's steady steps (one-time work such as tracing and
+iterator start-up apart, steady.py) from the hooks' WAIT spans, so it needs no GPU samples and
+holds on a CPU run. The moderate band is reported only where it matters for the run: the
 wait must also be >= 5 % of the run's wall time (the same band applied to the whole run), so a short
 phase's per-batch iterator overhead is not raised as a finding worth a 1 % gain.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 from gpuwhy.analysis import whatif
 from gpuwhy.analysis.context import RunContext
 from gpuwhy.analysis.framework import pick
+from gpuwhy.analysis.phases import PhaseStats
 from gpuwhy.analysis.rules.common import phase_util, r
 from gpuwhy.model import Finding, Severity
 
@@ -60,6 +62,13 @@ FIXES = {
 }
 
 
+def _steady_wait_s(phase: PhaseStats) -> float:
+    """The wait of the steady steps (steady.py); all of it where none is steady."""
+    if phase.steady_time_s:
+        return phase.steady_data_wait_s
+    return phase.data_wait_s
+
+
 def check(ctx: RunContext) -> list[Finding]:
     """One finding per phase whose steps wait for data >= 5 % of its time."""
     findings = []
@@ -68,16 +77,21 @@ def check(ctx: RunContext) -> list[Finding]:
         if fraction is None or fraction < MODERATE_FRACTION:
             continue
         high = fraction >= HIGH_FRACTION
-        run_fraction = phase.data_wait_s / ctx.duration_s if ctx.duration_s > 0 else 0.0
+        wait_s = _steady_wait_s(phase)
+        run_fraction = wait_s / ctx.duration_s if ctx.duration_s > 0 else 0.0
         if not high and run_fraction < MODERATE_FRACTION:
             continue
-        est = whatif.remove_wait(ctx.duration_s, phase.data_wait_s, phase.name)
+        est = whatif.remove_wait(ctx.duration_s, wait_s, phase.name)
+        steady_s = phase.steady_time_s or phase.time_s
         evidence = {
             "phase": phase.name,
             "data_wait_fraction": r(fraction),
-            "data_wait_s": r(phase.data_wait_s),
+            "data_wait_s": r(wait_s),
             "run_wait_fraction": r(run_fraction),
+            "phase_speedup": whatif.phase_speedup(steady_s, wait_s),
             "phase_time_s": r(phase.time_s),
+            "steady_time_s": r(steady_s),
+            "one_time_s": r(phase.one_time_s),
             "steps": phase.steps,
             "step_time_p50_s": r(phase.step_time_p50_s, 4),
             "gpu_util_pct": r(phase_util(ctx, phase), 1),

@@ -87,6 +87,7 @@ def _phase_row(phase: PhaseStats, color: str) -> str:
         f'<td class="num">{esc(seconds(phase.time_s))}</td>',
         f'<td class="num share">{_bar(phase.share, color)}{esc(percent(phase.share))}</td>',
         f'<td class="num">{esc(steps)}</td>',
+        f'<td class="num">{esc(seconds(phase.one_time_s)) if phase.steps else ""}</td>',
         f'<td class="num">{esc(seconds(phase.step_time_p50_s)) if phase.steps else ""}</td>',
         f'<td class="num">{esc(seconds(phase.step_time_p95_s)) if phase.steps else ""}</td>',
         f'<td class="num">{esc(percent(phase.data_wait_fraction))}</td>',
@@ -108,6 +109,7 @@ def phases(diagnosis: Diagnosis) -> str:
             "time",
             "share of run",
             "steps",
+            "one-time",
             "step p50",
             "step p95",
             "data wait",
@@ -118,7 +120,9 @@ def phases(diagnosis: Diagnosis) -> str:
     return (
         '<section id="phases"><h2>Phases</h2>'
         '<p class="hint">GPU use is the mean over each phase\'s time, per GPU (NVML index); '
-        "“data wait” is the share of the phase's time its steps waited for input; "
+        "“one-time” is the phase's time outside its steady steps (warm-up steps: tracing, "
+        "compiling, input start-up; time before the first step and after the last); step times "
+        "and “data wait”, the share of time the steps waited for input, are of the steady steps; "
         "“other” is run time no phase covers (start-up, imports, saving).</p>"
         f'<div class="scroll"><table class="phases"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div></section>"

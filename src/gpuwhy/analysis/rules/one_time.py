@@ -1,0 +1,141 @@
+"""ONE_TIME_WORK: a phase spends much of its time outside its steady steps.
+
+Steady steps and the one-time work around them come from steady.py: warm-up steps (tracing,
+compiling, an input pipeline starting), the lead-in before a round's first step and the tail
+after its last. The bands are the ones INPUT_BOUND uses for a cost's share (XProf's input
+pipeline analyzer, references.md#xprof-input-pipeline): >= 20 % of the phase, and >= 5 % of the
+run so a short phase's start-up is not raised as a finding worth a 1 % gain. XProf's overview
+page uses the same 20 % for tf.function calls that were expensive "due to either retracing or
+eager execution" (references.md#xprof-overview-retracing).
+
+Warm-up repeated in several rounds (every epoch, every `fit`) is work a change removes: the
+estimate keeps the costliest round's warm-up (the first compile, the first cache fill) and saves
+the others', with the waits for the input to end that come with them (workers started and
+stopped every epoch). It is the finding's subject when those repeats are >= 5 % of the run.
+The rest is what a job pays to start; it is reported, without an estimate, when it dominates a
+short job.
+"""
+
+from __future__ import annotations
+
+from gpuwhy.analysis import whatif
+from gpuwhy.analysis.context import RunContext
+from gpuwhy.analysis.framework import pick
+from gpuwhy.analysis.rules.common import r
+from gpuwhy.model import Finding, Severity
+
+PHASE_FRACTION = 0.20
+RUN_FRACTION = 0.05
+REFERENCE = (
+    "XProf: a cost >= 20 % of step time is high (input pipeline); tf.function calls >= 20 % "
+    "expensive are listed as retracing (overview page); gpuprof: a first step > 3x the median "
+    "is compilation warm-up"
+)
+
+RECURRING_FIXES = {
+    "keras": (
+        "Build once: call `fit` once with `epochs=N` instead of `fit` in a loop (each call "
+        "makes its train function and input iterator again, and traces or compiles it on "
+        "its first step); `validation_freq` rather than `evaluate` in a loop."
+    ),
+    "tensorflow": (
+        "Build and trace once: call `fit` once with `epochs=N` instead of `fit` in a loop (each "
+        "call makes and traces its train function and input iterator again); in a custom loop "
+        "keep one `tf.function` and pass it tensors, not Python numbers, so it is not retraced "
+        "(`@tf.function(reduce_retracing=True)`)."
+    ),
+    "torch": (
+        "Keep the input workers between epochs: `DataLoader(..., persistent_workers=True)`; with "
+        "`torch.compile`, keep batch shapes fixed (`drop_last=True`) or pass `dynamic=True` so "
+        "a new shape does not compile again."
+    ),
+    "jax": (
+        "Jit the step once, outside the loop, and keep input shapes fixed (pad or drop the last "
+        "batch): each new shape compiles again."
+    ),
+    "default": (
+        "Do once what every round repeats: one `fit(epochs=N)` instead of `fit` in a loop, "
+        "`DataLoader(persistent_workers=True)`, step functions traced or compiled once, with "
+        "fixed input shapes."
+    ),
+}
+
+FIRST_ROUND_FIXES = {
+    "tensorflow": (
+        "This is start-up (tracing the train function, starting the input pipeline); it weighs "
+        "on short jobs only. To cut it: `jit_compile=False` if XLA compiles slowly, and fewer "
+        "distinct input shapes."
+    ),
+    "torch": (
+        "This is start-up (starting DataLoader workers, `torch.compile`); it weighs on short "
+        "jobs only. To cut it: fewer workers for a short job, or `torch.compile` off for runs "
+        "this short."
+    ),
+    "jax": (
+        "This is compilation; keep it across runs with the persistent cache: "
+        "`jax.config.update('jax_compilation_cache_dir', '/path/to/cache')`."
+    ),
+    "default": (
+        "This is start-up (tracing, compiling, starting the input); it weighs on short jobs "
+        "only: it is paid once, not per step."
+    ),
+}
+
+
+START_UP_METHOD = "not estimated: start-up paid once, whose cost depends on the framework's build"
+
+
+def check(ctx: RunContext) -> list[Finding]:
+    """One finding per phase whose one-time work is >= 20 % of it and >= 5 % of the run."""
+    findings = []
+    for phase in ctx.named_phases:
+        if not phase.steps or phase.time_s <= 0 or ctx.duration_s <= 0:
+            continue
+        fraction = phase.one_time_s / phase.time_s
+        if fraction < PHASE_FRACTION or phase.one_time_s / ctx.duration_s < RUN_FRACTION:
+            continue
+        # Work a change removes: what rounds other than the costliest repeat, when it matters
+        # to the run as a whole (the band above); the rest is the job's start-up.
+        recurring = phase.repeated_warmup_s / ctx.duration_s >= RUN_FRACTION
+        evidence = {
+            "phase": phase.name,
+            "one_time_fraction": r(fraction),
+            "one_time_s": r(phase.one_time_s),
+            "warmup_s": r(phase.warmup_s),
+            "warmup_steps": phase.warmup_steps,
+            "rounds_warmed": phase.rounds_warmed,
+            "repeated_warmup_s": r(phase.repeated_warmup_s),
+            "rounds": phase.rounds,
+            "lead_in_s": r(phase.lead_in_s),
+            "input_end_s": r(phase.input_end_s),
+            "steady_time_s": r(phase.steady_time_s),
+            "steady_steps": phase.steady_steps,
+            "step_time_p50_s": r(phase.step_time_p50_s, 4),
+            "phase_time_s": r(phase.time_s),
+            "reference": REFERENCE,
+        }
+        if recurring:
+            est = whatif.warm_up_once(
+                ctx.duration_s, phase.name, phase.repeated_warmup_s, phase.rounds_warmed
+            )
+            title = (
+                f"'{phase.name}' warms up again in {phase.rounds_warmed} rounds: "
+                f"{fraction:.0%} of its time is one-time work (tracing, compiling, input start-up)"
+            )
+        else:
+            title = (
+                f"'{phase.name}' spends {fraction:.0%} of its time on one-time work "
+                "(tracing, compiling, input start-up) before its steps settle"
+            )
+        findings.append(
+            Finding(
+                code="ONE_TIME_WORK",
+                severity=Severity.WARNING if recurring else Severity.INFO,
+                title=title,
+                evidence=evidence,
+                fix=pick(ctx.framework, RECURRING_FIXES if recurring else FIRST_ROUND_FIXES),
+                speedup=est.speedup if recurring else None,
+                speedup_method=est.method if recurring else START_UP_METHOD,
+            )
+        )
+    return findings

@@ -1,0 +1,162 @@
+"""Steady-state steps apart from one-time work, in each phase.
+
+A phase's time also holds work done once per round rather than once per step: tracing and
+compiling the step function on its first call, starting an iterator and its workers, filling a
+cache on the first epoch. A user who asks "how much faster without the wait?" means the steps
+that repeat, so every per-step figure (data-wait share, step time, the fix's speed-up) is taken
+on the *steady* steps, and the rest is reported as one-time work (docs/findings.md).
+
+Per round (a PHASE span: an epoch, an evaluation):
+
+- the *lead-in*, from the round's start to its first step (iterator set-up, callbacks);
+- *warm-up steps*: the round's leading steps that took more than ``WARMUP_FACTOR`` times the
+  phase's median step — at most half of the round's steps, so a round of uniformly slow steps
+  stays steady;
+- the *steady* interval, from the first steady step's start (or the start of the wait that
+  leads into it, where a recording keeps a step's wait apart, before it) to the round's last
+  step's end (before its wait for the input's end, if any);
+- the *tail*, after the last step (epoch-end callbacks), and a plain loop's wait for its input to
+  end (the pull that found no more data: workers shutting down), which ends the round's last
+  step but is paid once per round, not per step.
+
+Steps tile their loop (a STEP span runs until the next one begins, docs/hooks.md), so a steady
+interval holds the steps, their waits and the host work between them, and nothing else.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuwhy.analysis.intervals import Interval, SortedRuns, total_ns
+from gpuwhy.analysis.spanruns import Runs, waited_ns
+
+WARMUP_FACTOR = 3.0
+"""A leading step slower than 3x the median is warm-up: gpuprof's `compilation_warmup` rule
+(first step > 3x median, references.md#gpuprof-insights)."""
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """One process's steady steps in one phase (ns) and the one-time work around them."""
+
+    intervals: tuple[Interval, ...]  # the steady interval of each round that has steps
+    steps: int  # steps inside them (a span of N steps counts N)
+    warmup_steps: int
+    warmup_ns: int  # warm-up steps, from the first step's start to the first steady one's
+    lead_in_ns: int  # rounds' starts to their first step
+    rounds_warmed: int  # rounds that began with at least one warm-up step
+    input_end_ns: int  # waits for the input to end, at the rounds' last steps
+    repeated_ns: int  # warm-up and input ends of every round but the costliest
+    runs: Runs  # the steady steps themselves (for step-time percentiles)
+
+    @property
+    def time_ns(self) -> int:
+        return total_ns(self.intervals)
+
+
+def rounds_of(phase_spans: Sequence[Interval], extent: Sequence[Interval]) -> list[Interval]:
+    """A phase's rounds: its PHASE spans, overlapping ones merged but touching ones kept apart
+    (one epoch may begin the moment the last ended); its extent where it has none."""
+    rounds: list[Interval] = []
+    for start, end in sorted(i for i in phase_spans if i[1] > i[0]):
+        if rounds and start < rounds[-1][1]:
+            rounds[-1] = (rounds[-1][0], max(end, rounds[-1][1]))
+        else:
+            rounds.append((start, end))
+    return rounds or list(extent)
+
+
+def steady_state(
+    steps: Runs,
+    waits: SortedRuns,
+    rounds: Sequence[Interval],
+    median_s: float | None,
+    input_ends: Sequence[Interval] = (),
+) -> SteadyState:
+    """Split one process's steps in a phase (its rounds, disjoint and sorted: `rounds_of`) into
+    warm-up and steady; ``median_s`` is the phase's median time per step, ``input_ends`` the
+    process's waits for its input to end (WAIT spans of 0 steps), sorted."""
+    ordered = steps.ordered()
+    starts, ends = ordered.starts, ordered.ends
+    weights = list(ordered.weights())
+    threshold_ns = WARMUP_FACTOR * (median_s or 0.0) * 1e9
+    kept = Runs()
+    intervals: list[Interval] = []
+    steady_steps = warmup_steps = warmup_ns = lead_in_ns = rounds_warmed = input_end_ns = 0
+    costliest_ns = 0
+    end_starts = [start for start, _ in input_ends]
+    for start, end in rounds:
+        first = bisect.bisect_left(starts, start)
+        stop = bisect.bisect_left(starts, end)
+        if first == stop:
+            continue
+        steady = first
+        limit = first + (stop - first) // 2
+        while (
+            steady < limit
+            and threshold_ns > 0
+            and ends[steady] - starts[steady] > threshold_ns * weights[steady]
+        ):
+            steady += 1
+        round_ns = starts[steady] - starts[first]
+        if steady > first:
+            rounds_warmed += 1
+            warmup_steps += sum(weights[first:steady])
+            warmup_ns += round_ns
+        lead_in_ns += max(starts[first] - start, 0)
+        floor = ends[steady - 1] if steady > first else start
+        begin = _leading_wait_start(waits, starts[steady], floor)
+        last_end = min(max(itertools.islice(ends, steady, stop)), end)
+        k = bisect.bisect_right(end_starts, last_end) - 1  # the last input end in the round
+        if k >= 0 and begin < end_starts[k] and input_ends[k][1] >= last_end:
+            input_end_ns += last_end - end_starts[k]
+            round_ns += last_end - end_starts[k]
+            last_end = end_starts[k]
+        costliest_ns = max(costliest_ns, round_ns)
+        if last_end > begin:
+            intervals.append((begin, last_end))
+        steady_steps += sum(weights[steady:stop])
+        kept.extend(
+            starts[steady:stop],
+            ends[steady:stop],
+            ordered.counts[steady:stop] if ordered.counts is not None else [1] * (stop - steady),
+        )
+    return SteadyState(
+        intervals=tuple(intervals),
+        steps=steady_steps,
+        warmup_steps=warmup_steps,
+        warmup_ns=warmup_ns,
+        lead_in_ns=lead_in_ns,
+        rounds_warmed=rounds_warmed,
+        input_end_ns=input_end_ns,
+        repeated_ns=warmup_ns + input_end_ns - costliest_ns,
+        runs=kept,
+    )
+
+
+def _leading_wait_start(waits: SortedRuns, step_start: int, floor: int) -> int:
+    """Where the step starting at ``step_start`` really began: the start of a wait that ends
+    at or runs into it, never before ``floor`` (the previous step's end, or the round's start)."""
+    k = bisect.bisect_left(waits.ends, step_start)  # the first wait ending at/after the step
+    if k < len(waits.starts) and waits.starts[k] < step_start:
+        return max(waits.starts[k], floor)
+    return step_start
+
+
+def input_ends_of(waits: Runs) -> list[Interval]:
+    """A process's waits for its input to end: its WAIT spans of 0 steps, sorted."""
+    if waits.counts is None:
+        return []
+    return sorted(
+        (start, end)
+        for start, end, count in zip(waits.starts, waits.ends, waits.counts, strict=True)
+        if count == 0
+    )
+
+
+def steady_wait_ns(waits: SortedRuns, steady: SteadyState) -> int:
+    """Input wait inside the steady intervals."""
+    return waited_ns(waits, steady.intervals)

@@ -1,0 +1,167 @@
+"""Steady-state steps apart from one-time work (steady.py), on constructed spans and recordings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from constructed import Run, phase_stats
+
+from gpuwhy.analysis import diagnose, whatif
+from gpuwhy.model import Severity, Span, SpanKind
+
+MS = 1_000_000
+S = 1_000_000_000
+
+
+def _round(start: int, durations_ms: list[float], wait_ms: float, lead_in_ms: float = 0.0):
+    """A round (an epoch): its PHASE span and steps that each begin with their wait, as the
+    hooks record them (a STEP covers its own wait). Returns (spans, end)."""
+    spans: list[Span] = []
+    t = start + round(lead_in_ms * MS)
+    for index, duration in enumerate(durations_ms):
+        end = t + round(duration * MS)
+        spans.append(Span("train", SpanKind.STEP, t, end, step=index))
+        spans.append(Span("train", SpanKind.WAIT, t, t + round(wait_ms * MS), step=index))
+        t = end
+    spans.append(Span("train", SpanKind.PHASE, start, t))
+    return spans, t
+
+
+def test_a_traced_first_step_and_the_lead_in_are_one_time_work() -> None:
+    # Keras's first fit: 300 ms lead-in (iterator set-up), a 900 ms first step (tracing), then
+    # 99 steps of 20 ms, 12 of them waiting for data.
+    spans, end = _round(0, [900.0] + [20.0] * 99, wait_ms=12, lead_in_ms=300)
+    train = phase_stats(spans, 0, end)["train"]
+    assert train.time_s == pytest.approx(0.3 + 0.9 + 99 * 0.02)
+    assert train.steady_time_s == pytest.approx(99 * 0.02)
+    assert train.steady_steps == 99 and train.steps == 100
+    assert train.warmup_steps == 1 and train.warmup_s == pytest.approx(0.9)
+    assert train.lead_in_s == pytest.approx(0.3)
+    assert train.one_time_s == pytest.approx(1.2)
+    assert train.rounds_warmed == 1
+    # Per-step figures describe the steady steps: 12 of 20 ms waiting, a 20 ms step even at p95.
+    assert train.data_wait_fraction == pytest.approx(0.6)
+    assert train.steady_data_wait_s == pytest.approx(99 * 0.012)
+    assert train.data_wait_s == pytest.approx(100 * 0.012)  # all the wait, as measured
+    assert train.step_time_p95_s == pytest.approx(0.02)
+
+
+def test_warm_up_in_every_round_is_counted_per_round() -> None:
+    first, t = _round(0, [500.0, 20.0, 20.0, 20.0], wait_ms=5)
+    second, end = _round(t, [400.0, 20.0, 20.0, 20.0], wait_ms=5, lead_in_ms=50)
+    train = phase_stats(first + second, 0, end)["train"]
+    assert train.rounds == 2 and train.rounds_warmed == 2 and train.warmup_steps == 2
+    assert train.warmup_s == pytest.approx(0.9)
+    assert train.steady_time_s == pytest.approx(6 * 0.02)
+    assert train.one_time_s == pytest.approx(0.9 + 0.05)
+    assert train.data_wait_fraction == pytest.approx(0.25)
+
+
+def test_uniformly_slow_steps_stay_steady() -> None:
+    # No step is 3x the median: nothing is warm-up, however slow the first ones are.
+    spans, end = _round(0, [55.0, 50.0, 20.0, 20.0, 20.0], wait_ms=10)
+    train = phase_stats(spans, 0, end)["train"]
+    assert train.warmup_steps == 0 and train.one_time_s == pytest.approx(0.0)
+    assert train.steady_time_s == pytest.approx(train.time_s)
+
+
+def test_at_most_half_of_a_rounds_steps_are_warm_up() -> None:
+    # A round whose steps are all far slower than the phase's median (another round sets it)
+    # keeps at least half of them steady.
+    slow, t = _round(0, [200.0] * 4, wait_ms=0)
+    fast, end = _round(t, [10.0] * 20, wait_ms=0)
+    train = phase_stats(slow + fast, 0, end)["train"]
+    assert train.warmup_steps == 2
+
+
+def test_a_wait_kept_before_its_step_starts_the_steady_interval() -> None:
+    # Recordings that keep a step's wait apart, just before it, lose no wait at the start.
+    spans = []
+    t = 0
+    for index in range(10):
+        spans.append(Span("train", SpanKind.WAIT, t, t + 60 * MS, step=index))
+        spans.append(Span("train", SpanKind.STEP, t + 60 * MS, t + 100 * MS, step=index))
+        t += 100 * MS
+    spans.append(Span("train", SpanKind.PHASE, 0, t))
+    train = phase_stats(spans, 0, t)["train"]
+    assert train.steady_time_s == pytest.approx(1.0)
+    assert train.data_wait_fraction == pytest.approx(0.6)
+
+
+def test_input_bound_estimates_from_steady_steps_and_gives_the_phase_speedup(
+    tmp_path: Path,
+) -> None:
+    run = Run(tmp_path / "r.db", duration_s=10)
+    run.phase("train", 1.0, 2.0)  # one-time: 1 s before the steps
+    run.steps("train", 2.0, 1, 0.8, wait_s=0.2)  # a warm-up step: 1 s, 0.2 s of it a wait
+    end = run.steps("train", 3.0, 100, 0.02, wait_s=0.03)  # 3 .. 8 s: 60 % waiting
+    run.phase("train", 2.0, end)
+    with run.close() as recording:
+        diagnosis = diagnose(recording)
+    top = diagnosis.findings[0]
+    assert top.code == "INPUT_BOUND"
+    assert top.evidence["data_wait_fraction"] == pytest.approx(0.6)
+    assert top.evidence["phase_speedup"] == pytest.approx(2.5)
+    assert top.evidence["steady_time_s"] == pytest.approx(5.0)
+    assert top.evidence["data_wait_s"] == pytest.approx(3.0)  # the warm-up's wait stays
+    assert top.speedup == pytest.approx(10 / (10 - 3.0), rel=1e-3)
+    assert whatif.phase_speedup(5.0, 3.0) == pytest.approx(2.5)
+
+
+def test_one_time_work_in_every_round_is_a_warning_with_its_estimate(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=12)
+    run.event(0.5, "hook", "keras integration", framework="keras", backend="tensorflow")
+    t = 1.0
+    for _ in range(4):  # fit in a loop: each call's first step traces again (1.5 s)
+        start = t
+        t = run.steps("train", t, 1, 1.5)
+        t = run.steps("train", t, 50, 0.02)
+        run.phase("train", start, t)
+    with run.close() as recording:
+        diagnosis = diagnose(recording)
+    finding = next(f for f in diagnosis.findings if f.code == "ONE_TIME_WORK")
+    assert finding.severity is Severity.WARNING
+    assert finding.evidence["rounds_warmed"] == 4 and finding.evidence["warmup_steps"] == 4
+    assert finding.evidence["one_time_s"] == pytest.approx(6.0)
+    assert "epochs=N" in finding.fix  # Keras: one fit instead of fit in a loop
+    assert finding.speedup == pytest.approx(12 / (12 - 4.5), rel=1e-3)  # one warm-up stays
+
+
+def test_one_time_work_of_the_first_round_only_is_information_without_estimate(
+    tmp_path: Path,
+) -> None:
+    run = Run(tmp_path / "r.db", duration_s=5)
+    t = run.steps("train", 1.0, 1, 2.0)  # compiling
+    end = run.steps("train", t, 50, 0.02)
+    run.phase("train", 1.0, end)
+    with run.close() as recording:
+        diagnosis = diagnose(recording)
+    finding = next(f for f in diagnosis.findings if f.code == "ONE_TIME_WORK")
+    assert finding.severity is Severity.INFO and finding.speedup is None
+    assert finding.speedup_method and finding.speedup_method.startswith("not estimated")
+    assert finding.evidence["one_time_fraction"] == pytest.approx(2 / 3, abs=1e-3)
+
+
+def test_short_one_time_work_is_no_finding(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=12)
+    t = run.steps("train", 1.0, 1, 0.2)
+    end = run.steps("train", t, 500, 0.02)
+    run.phase("train", 1.0, end)
+    with run.close() as recording:
+        diagnosis = diagnose(recording)
+    assert "ONE_TIME_WORK" not in [f.code for f in diagnosis.findings]
+
+
+def test_a_loops_wait_for_its_input_to_end_is_one_time_work() -> None:
+    # A DataLoader's workers shut down when the last pull finds no more data: that pull is a
+    # WAIT of 0 steps at the end of the last step, paid once per loop, not by every step.
+    spans, end = _round(0, [20.0] * 9 + [320.0], wait_ms=5)
+    last = max((s for s in spans if s.kind is SpanKind.STEP), key=lambda s: s.start_ns)
+    spans.append(Span("train", SpanKind.WAIT, last.end_ns - 300 * MS, last.end_ns, last.step, 0))
+    train = phase_stats(spans, 0, end)["train"]
+    assert train.input_end_s == pytest.approx(0.3)
+    assert train.steady_time_s == pytest.approx(0.2)
+    assert train.one_time_s == pytest.approx(0.3)
+    assert train.data_wait_fraction == pytest.approx(0.25)  # 5 of every 20 ms
+    assert train.data_wait_s == pytest.approx(0.35)  # every wait, the input's end too

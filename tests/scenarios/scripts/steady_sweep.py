@@ -1,0 +1,303 @@
+"""Scenario family: one training job, many input pipelines, each against its compute.
+
+    python steady_sweep.py LOOP INPUT [--delay-ms D] [--width W] [--steps N] [--epochs E]
+                           [--rounds R]
+
+LOOP: `fit` (Keras on TensorFlow), `tape` (a `GradientTape` loop in a `tf.function`) or `torch`
+(a PyTorch loop). INPUT says how each batch is made, taking D ms (a fixed sleep: slow storage,
+no CPU, so the truth does not hinge on CPU contention):
+
+- `map`: a `tf.data` map, one batch at a time, nothing ahead (serial);
+- `prefetch`: the same map with `prefetch(1)`: the next batch is made while the step computes;
+- `parallel`: the map with two calls in flight and `prefetch(2)`;
+- `generator`: `tf.data.Dataset.from_generator` over a Python generator;
+- `loader0` / `loader2` (torch): a `DataLoader` over a slow `__getitem__`, in the loop's process
+  or in two persistent worker processes.
+
+In each of R rounds the job trains three times, alternating (the machine's load drifts
+slowly; a round's runs share it): *slow*, the input as built; *fast*, the input made free (the
+same batches, no delay: the fix INPUT_BOUND models); *hooked*, the slow input with gpuwhy's hooks.
+The truth comes from the job's own clock over each epoch's steady steps, from the start of its
+second step to the end of its last (the first step of each epoch is start-up, paid alike with
+and without the fix): wait share = 1 - fast / slow, the phase's speed-up = slow / fast.
+Measured: what gpuwhy's analysis makes of the hooked run's spans, all of them (the steady steps
+are gpuwhy's to find): the phase's data-wait fraction and INPUT_BOUND's `phase_speedup`.
+Prints one JSON line: truth and measured (medians), and the paired errors (medians over rounds
+of measured - truth, and of measured / truth - 1). One compute thread: the model stands in for
+a device that computes while the host waits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+BATCH = 64
+FEATURES = 256
+BATCHES = 32  # distinct batches, cycled
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("loop", choices=("fit", "tape", "torch"))
+    parser.add_argument(
+        "input", choices=("map", "prefetch", "parallel", "generator", "loader0", "loader2")
+    )
+    parser.add_argument("--delay-ms", type=float, default=10.0)
+    parser.add_argument("--width", type=int, default=512, help="hidden units: the compute")
+    parser.add_argument("--steps", type=int, default=40, help="steps per epoch")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    train = _torch(args) if args.loop == "torch" else _tensorflow(args)
+    for fast in (False, True):  # trace, compile, start workers and caches: before any clock
+        train(fast)
+    walls: dict[str, list[float]] = {"slow": [], "fast": [], "hooked": []}
+    measured: list[tuple[float, float]] = []
+    for _ in range(args.rounds):
+        walls["slow"].append(train(False))
+        walls["fast"].append(train(True))
+        wall, share, speedup = _hooked(train)
+        walls["hooked"].append(wall)
+        measured.append((share, speedup))
+    print(json.dumps(_summary(args, walls, measured)), flush=True)
+
+
+def _hooked(train: Callable[[bool], float]) -> tuple[float, float, float]:
+    """The slow run under gpuwhy's hooks: its steady wall, and what gpuwhy's analysis says of
+    its "train" phase (data-wait fraction, INPUT_BOUND's phase_speedup)."""
+    from constructed import phase_stats
+
+    from gpuwhy.analysis import whatif
+    from gpuwhy.hooks import auto, emitter
+    from gpuwhy.model import Span
+
+    spans: list[Span] = []
+    emitter.configure(lambda batch: spans.extend(r for r in batch if isinstance(r, Span)))
+    auto.install({})
+    begin = time.monotonic_ns()
+    try:
+        wall = train(False)
+    finally:
+        end = time.monotonic_ns()
+        emitter.flush(5.0)
+        auto.uninstall()
+        emitter.configure(None)
+    phase = phase_stats(spans, begin, end)["train"]
+    speedup = whatif.phase_speedup(phase.steady_time_s or 0.0, phase.steady_data_wait_s)
+    return wall, phase.data_wait_fraction or 0.0, speedup
+
+
+def _summary(
+    args: argparse.Namespace, walls: dict[str, list[float]], measured: list[tuple[float, float]]
+) -> dict[str, object]:
+    median = {k: statistics.median(v) for k, v in walls.items()}
+    pairs = list(zip(walls["slow"], walls["fast"], measured, strict=True))
+    return {
+        "loop": args.loop,
+        "input": args.input,
+        "delay_ms": args.delay_ms,
+        "step_ms_fast": median["fast"] / ((args.steps - 1) * args.epochs) * 1e3,
+        "truth": 1 - median["fast"] / median["slow"],
+        "measured": statistics.median(m[0] for m in measured),
+        "error": statistics.median(m[0] - (1 - f / s) for s, f, m in pairs),
+        "speedup_truth": median["slow"] / median["fast"],
+        "speedup_measured": statistics.median(m[1] for m in measured),
+        "speedup_error": statistics.median(m[1] / (s / f) - 1 for s, f, m in pairs),
+        "overhead": median["hooked"] / median["slow"] - 1,
+        "walls": walls,
+    }
+
+
+class _Steady:
+    """Each epoch from its second step's start to its last step's end, summed."""
+
+    def __init__(self) -> None:
+        self.total_s = 0.0
+        self._from: float | None = None
+
+    def step_begins(self, index: int) -> None:
+        if index == 1:
+            self._from = time.perf_counter()
+
+    def epoch_ends(self) -> None:
+        if self._from is not None:
+            self.total_s += time.perf_counter() - self._from
+        self._from = None
+
+
+def _tensorflow(args: argparse.Namespace) -> Callable[[bool], float]:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import numpy as np
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(BATCHES, BATCH, FEATURES)).astype("float32")
+    y = rng.integers(0, 10, size=(BATCHES, BATCH)).astype("int64")
+    datasets = {
+        fast: _tf_input(tf, args.input, x, y, 0.0 if fast else args.delay_ms / 1000, args.steps)
+        for fast in (False, True)
+    }
+    model = tf.keras.Sequential(
+        [
+            tf.keras.Input((FEATURES,)),
+            tf.keras.layers.Dense(args.width, activation="relu"),
+            tf.keras.layers.Dense(args.width, activation="relu"),
+            tf.keras.layers.Dense(10),
+        ]
+    )
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if args.loop == "fit":
+        model.compile(optimizer="adam", loss=loss_fn)
+
+        def fit(fast: bool) -> float:
+            steady = _Steady()
+
+            class Clock(tf.keras.callbacks.Callback):
+                def on_train_batch_begin(self, batch: int, logs: object = None) -> None:
+                    steady.step_begins(batch)
+
+                def on_epoch_end(self, epoch: int, logs: object = None) -> None:
+                    steady.epoch_ends()
+
+            model.fit(datasets[fast], epochs=args.epochs, verbose=0, callbacks=[Clock()])
+            return steady.total_s
+
+        return fit
+    optimizer = tf.keras.optimizers.Adam()
+
+    @tf.function
+    def train_step(features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(features, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    def loop(fast: bool) -> float:
+        steady = _Steady()
+        for _ in range(args.epochs):
+            _epoch(datasets[fast], lambda batch: train_step(*batch), steady)
+        return steady.total_s
+
+    return loop
+
+
+def _epoch(data: Iterable[Any], step: Callable[[Any], object], steady: _Steady) -> None:
+    """One epoch of a plain loop; a step begins at its request for its batch."""
+    iterator = iter(data)
+    index = 0
+    while True:
+        steady.step_begins(index)
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            break
+        step(batch)
+        index += 1
+    steady.epoch_ends()
+
+
+def _tf_input(tf: object, kind: str, x: object, y: object, delay: float, steps: int) -> object:
+    import numpy as np
+
+    def slow_read(features: np.ndarray) -> np.ndarray:
+        if delay:
+            time.sleep(delay)
+        return features
+
+    def load(features: object, labels: object) -> tuple[object, object]:
+        read = tf.numpy_function(slow_read, [features], tf.float32, stateful=True)  # type: ignore[attr-defined]
+        read.set_shape(features.shape)  # type: ignore[attr-defined]
+        return read, labels
+
+    if kind == "generator":
+
+        def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+            for i in range(steps):
+                if delay:
+                    time.sleep(delay)
+                yield x[i % BATCHES], y[i % BATCHES]  # type: ignore[index]
+
+        dataset = tf.data.Dataset.from_generator(  # type: ignore[attr-defined]
+            batches,
+            output_signature=(
+                tf.TensorSpec((BATCH, FEATURES), tf.float32),  # type: ignore[attr-defined]
+                tf.TensorSpec((BATCH,), tf.int64),  # type: ignore[attr-defined]
+            ),
+        )
+    else:
+        base = tf.data.Dataset.from_tensor_slices((x, y)).repeat().take(steps)  # type: ignore[attr-defined]
+        calls = 2 if kind == "parallel" else None
+        dataset = base.map(load, num_parallel_calls=calls)
+        if kind in ("prefetch", "parallel"):
+            dataset = dataset.prefetch(2 if kind == "parallel" else 1)
+    # Autotuning off: each setting does what it says (with it on, tf.data may add a buffer).
+    options = tf.data.Options()  # type: ignore[attr-defined]
+    options.autotune.enabled = False
+    return dataset.with_options(options)
+
+
+def _torch(args: argparse.Namespace) -> Callable[[bool], float]:
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    x = torch.randn(BATCHES, BATCH, FEATURES)
+    y = torch.randint(0, 10, (BATCHES, BATCH))
+
+    class Batches(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+        def __init__(self, delay: float) -> None:
+            self.delay = delay
+
+        def __len__(self) -> int:
+            return int(args.steps)
+
+        def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+            if self.delay:
+                time.sleep(self.delay)
+            return x[index % BATCHES], y[index % BATCHES]
+
+    workers = 2 if args.input == "loader2" else 0
+    loaders = {
+        fast: DataLoader(
+            Batches(0.0 if fast else args.delay_ms / 1000),
+            batch_size=None,
+            num_workers=workers,
+            persistent_workers=workers > 0,
+        )
+        for fast in (False, True)
+    }
+    model = torch.nn.Sequential(
+        torch.nn.Linear(FEATURES, args.width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(args.width, args.width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(args.width, 10),
+    )
+    optimizer = torch.optim.Adam(model.parameters())
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+        optimizer.zero_grad()
+        loss_fn(model(batch[0]), batch[1]).backward()
+        optimizer.step()
+
+    def loop(fast: bool) -> float:
+        steady = _Steady()
+        for _ in range(args.epochs):
+            _epoch(loaders[fast], step, steady)
+        return steady.total_s
+
+    return loop
+
+
+if __name__ == "__main__":
+    main()
