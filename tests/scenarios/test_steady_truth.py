@@ -1,16 +1,23 @@
-"""The steady-state family (bench/steady_truth.py): gpuwhy's data-wait share and `phase_speedup`
-of real training loops against the truth each job measures on its own steady steps.
+"""The steady-state family (bench/steady_truth.py) on real training loops: gpuwhy's data-wait
+share and `phase_speedup`, computed by its analysis from every span of a hooked run (warm-up and
+other one-time work are its to find), against what each job measures itself.
 
-Every member runs steady_sweep.py in its own process: the same loop trained in alternated
-rounds with its input as built, with the input made free, and as built under gpuwhy's hooks;
-gpuwhy's figures come from its analysis of all of the hooked run's spans (warm-up and other
-one-time work are its to find). Targets: share within 0.05 and `phase_speedup` within 15 % of
-the truth. A member that misses is measured once more (a busy machine moves a 3-round median);
-it fails if the second measurement misses too.
+Every member runs steady_sweep.py in its own process, training in alternated rounds with its
+input as built, with the input made free, and as built under gpuwhy's hooks. Two checks:
 
-Under-reads are held to the bound measured for them instead (below, and docs/data-wait.md,
-"Known shortfalls"); over-reads to the targets. The whole family, with more rounds, is
-`python bench/steady_truth.py`.
+- *Own clock* (plain loops): the job times each `next()` of its steady steps in the hooked run
+  itself; gpuwhy's share must match it within 0.05, run by run. Nothing else differs between
+  the two figures, so this holds on any machine.
+- *Truth* (the fix's effect: 1 - fast / slow, slow / fast): the targets are 0.05 and 15 %. On a
+  CPU the truth also holds costs no stamp of the input can see and that change with how deeply
+  the machine's cores idle (docs/data-wait.md, "Known shortfalls"): compute after an idle wait
+  runs slower, and a VM's sustained compute may run slower than its bursts. Measured 2026-11-25
+  over the bench's runs, a member whose batches take less than its steps compute (Keras `fit`,
+  3 ms a batch) stayed within 0.08 and 12 %; it is held to 0.10 and 20 %; the 10 ms members moved
+  by up to 0.16 and 33 % from run to run and are the bench's to measure, not a merge's to gate.
+
+A member that misses is measured once more (a busy machine moves a 3-round median); it fails if
+the second measurement misses too.
 """
 
 from __future__ import annotations
@@ -23,49 +30,46 @@ import pytest
 from support import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
-from steady_truth import BY_NAME, SHARE_TOLERANCE, SPEEDUP_TOLERANCE, measure, misses
+from steady_truth import BY_NAME, SHARE_TOLERANCE, measure, misses
 
 pytestmark = pytest.mark.slow
 ROUNDS = 3
-
-# On a CPU the truth also holds a cost no stamp can see: compute that follows an idle wait runs
-# slower than compute back to back, and the fix removes it too (docs/data-wait.md, "Known
-# shortfalls"), so gpuwhy under-reads, the more the quieter the machine (its cores idle deeper).
-# Measured 2026-11-25 for these members, whose batches take less than their steps compute
-# (bench/results/steady_truth.md and 3-round runs of this test): +0.03 to -0.07 in share, +5 to
-# -11 % in speed-up. They are held to that bound, and to the sign: an over-read beyond the
-# target is a miss. The 10 ms members under-read by up to -0.13 (-26 %), too close to any bound
-# to gate a merge on a machine of unknown idle behaviour: the bench measures them.
-IDLE = (0.10, 0.20)
-BOUNDS = {
-    "fit-map-3": IDLE,
-    "tape-map-3": IDLE,
-    "torch-loader0-3": IDLE,
-}
+TRUTH_BOUNDS = {"fit-map-3": (0.10, 0.20)}
+OWN_CLOCK = ("tape-map-3", "tape-generator-10", "torch-loader0-10")
 
 
-def _misses(name: str, result: dict[str, Any]) -> list[str]:
-    found = misses(result, *BOUNDS[name])
-    if result["error"] > SHARE_TOLERANCE or result["speedup_error"] > SPEEDUP_TOLERANCE:
-        found.append("a known under-read turned into an over-read beyond the target")
-    return found
-
-
-@pytest.mark.parametrize("name", list(BOUNDS))
-def test_steady_share_and_phase_speedup_match_the_truth(name: str, record_property: Any) -> None:
+def _measure(name: str, check: Any, record_property: Any) -> None:
     member = BY_NAME[name]
     pytest.importorskip("torch" if member.loop == "torch" else "tensorflow")
     for attempt in (1, 2):
         result = measure(member, ROUNDS)
+        own = "–" if result["blocked"] is None else f"{result['blocked']:.3f}"
         print(
-            f"\n{name} (attempt {attempt}): share truth {result['truth']:.3f} gpuwhy "
-            f"{result['measured']:.3f} ({result['error']:+.3f}); speed-up truth "
-            f"{result['speedup_truth']:.2f} gpuwhy {result['speedup_measured']:.2f} "
-            f"({result['speedup_error']:+.1%})"
+            f"\n{name} (attempt {attempt}): share truth {result['truth']:.3f} own clock {own} "
+            f"gpuwhy {result['measured']:.3f}; speed-up truth {result['speedup_truth']:.2f} "
+            f"gpuwhy {result['speedup_measured']:.2f}"
         )
-        misses = _misses(name, result)
-        if not misses:
-            break
+        found = check(result)
+        if not found:
+            return
         if attempt == 1:  # listed at the end of the run (tests/conftest.py): seen, not hidden
-            record_property("retried", "; ".join(misses))
-    assert not misses, misses
+            record_property("retried", "; ".join(found))
+    pytest.fail("; ".join(found))
+
+
+@pytest.mark.parametrize("name", OWN_CLOCK)
+def test_the_steady_share_matches_the_loops_own_clock(name: str, record_property: Any) -> None:
+    def check(result: dict[str, Any]) -> list[str]:
+        error = result["blocked_error"]
+        if error is None:
+            return ["the loop's own clock timed no pull"]
+        if abs(error) > SHARE_TOLERANCE:
+            return [f"share {result['measured']:.3f} vs own clock {result['blocked']:.3f}"]
+        return []
+
+    _measure(name, check, record_property)
+
+
+@pytest.mark.parametrize("name", list(TRUTH_BOUNDS))
+def test_the_steady_share_and_phase_speedup_match_the_fix(name: str, record_property: Any) -> None:
+    _measure(name, lambda result: misses(result, *TRUTH_BOUNDS[name]), record_property)

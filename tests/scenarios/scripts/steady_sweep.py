@@ -23,7 +23,9 @@ and without the fix): wait share = 1 - fast / slow, the phase's speed-up = slow 
 Measured: what gpuwhy's analysis makes of the hooked run's spans, all of them (the steady steps
 are gpuwhy's to find): the phase's data-wait fraction and INPUT_BOUND's `phase_speedup`.
 Prints one JSON line: truth and measured (medians), and the paired errors (medians over rounds
-of measured - truth, and of measured / truth - 1). One compute thread: the model stands in for
+of measured - truth, and of measured / truth - 1). Plain loops also time each `next()` of the
+hooked run's steady steps themselves: `blocked` is that share of their time, `blocked_error`
+the median of gpuwhy's share minus it, run by run. One compute thread: the model stands in for
 a device that computes while the host waits.
 """
 
@@ -59,13 +61,16 @@ def main() -> None:
         train(fast)
     walls: dict[str, list[float]] = {"slow": [], "fast": [], "hooked": []}
     measured: list[tuple[float, float]] = []
+    blocked: list[float] = []  # plain loops: the job's own share of steady time spent in next()
     for _ in range(args.rounds):
         walls["slow"].append(train(False))
         walls["fast"].append(train(True))
         wall, share, speedup = _hooked(train)
         walls["hooked"].append(wall)
         measured.append((share, speedup))
-    print(json.dumps(_summary(args, walls, measured)), flush=True)
+        if _Steady.last is not None and _Steady.last.pulls:
+            blocked.append(_Steady.last.blocked_s / wall)
+    print(json.dumps(_summary(args, walls, measured, blocked)), flush=True)
 
 
 def _hooked(train: Callable[[bool], float]) -> tuple[float, float, float]:
@@ -94,10 +99,16 @@ def _hooked(train: Callable[[bool], float]) -> tuple[float, float, float]:
 
 
 def _summary(
-    args: argparse.Namespace, walls: dict[str, list[float]], measured: list[tuple[float, float]]
+    args: argparse.Namespace,
+    walls: dict[str, list[float]],
+    measured: list[tuple[float, float]],
+    blocked: list[float],
 ) -> dict[str, object]:
     median = {k: statistics.median(v) for k, v in walls.items()}
     pairs = list(zip(walls["slow"], walls["fast"], measured, strict=True))
+    # In the same hooked run, gpuwhy's share against the job's own clock around each `next()`:
+    # no second run, so nothing of the machine's drift between runs.
+    own = [m[0] - b for m, b in zip(measured, blocked, strict=False)] if blocked else None
     return {
         "loop": args.loop,
         "input": args.input,
@@ -110,20 +121,33 @@ def _summary(
         "speedup_measured": statistics.median(m[1] for m in measured),
         "speedup_error": statistics.median(m[1] / (s / f) - 1 for s, f, m in pairs),
         "overhead": median["hooked"] / median["slow"] - 1,
+        "blocked": statistics.median(blocked) if blocked else None,
+        "blocked_error": statistics.median(own) if own else None,
         "walls": walls,
     }
 
 
 class _Steady:
-    """Each epoch from its second step's start to its last step's end, summed."""
+    """Each epoch from its second step's start to its last step's end, summed; in a plain loop
+    also the time those steps spent in `next()` (`pulls`: how many were timed)."""
+
+    last: _Steady | None = None  # the clock of the latest run
 
     def __init__(self) -> None:
         self.total_s = 0.0
+        self.blocked_s = 0.0
+        self.pulls = 0
         self._from: float | None = None
+        _Steady.last = self
 
     def step_begins(self, index: int) -> None:
         if index == 1:
             self._from = time.perf_counter()
+
+    def pulled(self, index: int, seconds: float) -> None:
+        if index >= 1:
+            self.blocked_s += seconds
+            self.pulls += 1
 
     def epoch_ends(self) -> None:
         if self._from is not None:
@@ -195,10 +219,12 @@ def _epoch(data: Iterable[Any], step: Callable[[Any], object], steady: _Steady) 
     index = 0
     while True:
         steady.step_begins(index)
+        asked = time.perf_counter()
         try:
             batch = next(iterator)
         except StopIteration:
             break
+        steady.pulled(index, time.perf_counter() - asked)
         step(batch)
         index += 1
     steady.epoch_ends()
