@@ -20,6 +20,7 @@ LAYER: dict[str, float] = {
     "telemetry": 1,
     "hooks": 1,
     "recording": 2,
+    "traces": 2,
     "runtime": 3,
     "analysis": 3,
     "report": 4,

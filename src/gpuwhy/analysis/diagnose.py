@@ -58,6 +58,8 @@ class Diagnosis:
     complete: bool = True
     meta: Mapping[str, Any] = field(default_factory=dict)
     command_raw: bool = False  # recorded with `gpuwhy run --no-redact`: credentials not masked
+    # From profiler traces (analysis/kernels): a KernelReport with each rank's kernel-level figures.
+    kernels: Any = None
 
     @property
     def worst_severity(self) -> Severity | None:

@@ -144,3 +144,19 @@ def disjoint(starts: Sequence[int], ends: Sequence[int]) -> bool:
         and all(map(operator.le, starts, ends))
         and len(starts) == len(ends)
     )
+
+
+def subtract(base: list[Interval], holes: Sequence[Interval]) -> list[Interval]:
+    """Parts of ``base`` not covered by the disjoint sorted ``holes``."""
+    result: list[Interval] = []
+    for start, end in base:
+        cursor = start
+        for hole_start, hole_end in holes:
+            if hole_end <= cursor or hole_start >= end:
+                continue
+            if hole_start > cursor:
+                result.append((cursor, hole_start))
+            cursor = max(cursor, hole_end)
+        if cursor < end:
+            result.append((cursor, end))
+    return result

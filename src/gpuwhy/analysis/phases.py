@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
-from gpuwhy.analysis.intervals import Interval, SortedRuns, clip, total_ns, union
+from gpuwhy.analysis.intervals import Interval, SortedRuns, clip, subtract, total_ns, union
 from gpuwhy.analysis.spanruns import (
     Runs,
     resume_ns,
@@ -81,6 +81,8 @@ class PhaseStats:
     # Filled by alignment (GPU samples seen during the phase); None without GPU samples.
     gpu_util_pct: Mapping[int, float] | None = None
     sm_active: Mapping[int, float] | None = None  # 0..1, where GPM/DCGM counters were recorded
+    # From a profiler trace: share 0..1 of the phase's time some device work ran (exact).
+    gpu_busy: Mapping[int, float] | None = None
 
     @property
     def is_pseudo(self) -> bool:
@@ -294,7 +296,7 @@ def with_pseudo_phases(
         data_wait_fraction=None,
         step_gap_s=0.0,
         rounds=0,
-        intervals=tuple(_subtract(other, covered)),
+        intervals=tuple(subtract(other, covered)),
     )
     return phases
 
@@ -314,19 +316,3 @@ def _resume(
         else:
             gaps.append(0.0)
     return tuple(gaps)
-
-
-def _subtract(base: list[Interval], holes: Sequence[Interval]) -> list[Interval]:
-    """Parts of ``base`` not covered by the disjoint sorted ``holes``."""
-    result: list[Interval] = []
-    for start, end in base:
-        cursor = start
-        for hole_start, hole_end in holes:
-            if hole_end <= cursor or hole_start >= end:
-                continue
-            if hole_start > cursor:
-                result.append((cursor, hole_start))
-            cursor = max(cursor, hole_end)
-        if cursor < end:
-            result.append((cursor, end))
-    return result

@@ -13,19 +13,25 @@ import sys
 from typing import Any, TextIO
 
 from gpuwhy.cli import fail_on
-from gpuwhy.errors import ExitCode, InputFileError
+from gpuwhy.errors import ExitCode, InputFileError, UsageError
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "report",
         help="analyse a recording again and show the report",
-        description="Re-analyse a recording made by 'gpuwhy run' or gpuwhy.monitor().",
+        description="Re-analyse a recording made by 'gpuwhy run' or gpuwhy.monitor(), or "
+        "diagnose a profiler trace the job already wrote (kernel-level findings).",
         epilog="exit codes: 0 report shown; 1 it holds an error finding (the GPU could not be "
         "used); 2 the file is missing, truncated or not a recording; with --fail-on, the listed "
         "findings alone decide: 4 if one of them appears, else 0",
     )
-    parser.add_argument("recording", metavar="REC", help="the .gpuwhy.db file")
+    parser.add_argument(
+        "recording",
+        metavar="REC",
+        help="a .gpuwhy.db recording, a PyTorch profiler trace (*.pt.trace.json[.gz]) or a "
+        "directory of them (one per rank)",
+    )
     parser.add_argument(
         "--json", action="store_true", help="write the report as JSON to stdout instead"
     )
@@ -40,8 +46,11 @@ def register(subparsers: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> int:
     from gpuwhy.recording.reader import Recording
+    from gpuwhy.traces import is_trace_path
 
     gate = fail_on.parse(args.fail_on, "report")
+    if is_trace_path(args.recording):
+        return _handle_trace(args, gate)
     with Recording.open(args.recording) as recording:  # RecordingError: one line, exit 2
         diagnosis, problem = analyse(recording)
         if args.html:
@@ -59,6 +68,31 @@ def _handle(args: argparse.Namespace) -> int:
     if gate is not None:
         sys.stdout.flush()  # the report first, then the gate's line on stderr
         return fail_on.exit_code(gate, diagnosis, problem, sys.stderr) or int(ExitCode.OK)
+    return _exit_code(diagnosis)
+
+
+def _handle_trace(args: argparse.Namespace, gate: Any) -> int:
+    """A profiler trace (or a directory of them): the same report, measured from kernels."""
+    from gpuwhy.analysis.kernels.diagnosis import diagnose_traces
+    from gpuwhy.traces import load_traces
+
+    if args.html:
+        raise UsageError(
+            "--html is not available for profiler traces yet",
+            "open the trace itself in https://ui.perfetto.dev for its timeline, "
+            "and use the terminal or --json report here",
+        )
+    diagnosis = diagnose_traces(load_traces(args.recording))  # TraceError: one line, exit 2
+    if args.json:
+        json.dump(_json_document(diagnosis), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        from gpuwhy.report.terminal import make_console, render
+
+        render(diagnosis, make_console(sys.stdout))
+    if gate is not None:
+        sys.stdout.flush()
+        return fail_on.exit_code(gate, diagnosis, None, sys.stderr) or int(ExitCode.OK)
     return _exit_code(diagnosis)
 
 

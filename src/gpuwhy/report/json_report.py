@@ -67,6 +67,7 @@ def _phase(phase: PhaseStats) -> dict[str, Any]:
         "input_end_s": _num(phase.input_end_s),
         "repeated_warmup_s": _num(phase.repeated_warmup_s),
         "rounds_warmed": phase.rounds_warmed,
+        "gpu_busy": _per_device(phase.gpu_busy, 4),
     }
 
 
@@ -92,6 +93,22 @@ def _device(device: DeviceStats) -> dict[str, Any]:
     }
 
 
+def _trace(kernels: Any) -> dict[str, Any]:
+    """The kernel-level section of a report made from profiler traces (analysis/kernels)."""
+    return {
+        "source": kernels.source,
+        "paths": list(kernels.paths),
+        "ranks": [
+            {
+                **{k: v for k, v in vars(rank).items() if k not in ("devices", "top_kernels")},
+                "devices": {str(d): name for d, name in sorted(rank.devices.items())},
+                "top_kernels": [vars(kernel) for kernel in rank.top_kernels],
+            }
+            for rank in kernels.ranks
+        ],
+    }
+
+
 def _environment(diagnosis: Diagnosis) -> dict[str, Any]:
     environment = {k: v for k, v in diagnosis.environment.items() if k != "findings"}
     environment["findings"] = [f.to_dict() for f in diagnosis.environment_findings]
@@ -105,7 +122,7 @@ def _jsonable(value: Any) -> Any:
 
 def to_dict(diagnosis: Diagnosis) -> dict[str, Any]:
     """The report contract for one diagnosis, as plain JSON-compatible data."""
-    report = {
+    report: dict[str, Any] = {
         "schema_version": JSON_SCHEMA_VERSION,
         "command": list(diagnosis.command),
         "command_redacted": not diagnosis.command_raw,
@@ -121,6 +138,8 @@ def to_dict(diagnosis: Diagnosis) -> dict[str, Any]:
         "complete": diagnosis.complete,
         "gpuwhy_version": __version__,
     }
+    if diagnosis.kernels is not None:
+        report["trace"] = _trace(diagnosis.kernels)
     return dict(_jsonable(report))
 
 

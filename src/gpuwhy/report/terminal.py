@@ -173,13 +173,51 @@ def _wrapped(console: Console, renderable: RenderableType, indent: int = 0) -> N
         console.print(Segments(line), end="", crop=False, no_wrap=True, overflow="ignore")
 
 
-def render(diagnosis: Diagnosis, console: Console) -> None:
-    """Print the one-screen summary of a diagnosis."""
+def _header(diagnosis: Diagnosis) -> str:
+    if diagnosis.kernels is not None:
+        paths = diagnosis.kernels.paths
+        what = paths[0] if len(paths) == 1 else f"{len(paths)} traces ({paths[0]}, …)"
+        return f"gpuwhy: profiler trace {what} — {diagnosis.duration_s:.2f} s profiled"
     command = shlex.join(diagnosis.command) if diagnosis.command else "(command not recorded)"
     if diagnosis.command_raw:
         command += " (not redacted: recorded with --no-redact)"
     exit_text = "" if diagnosis.exit_code is None else f", exit code {diagnosis.exit_code}"
-    _wrapped(console, Text(f"gpuwhy: {command} — {diagnosis.duration_s:.1f} s{exit_text}"))
+    return f"gpuwhy: {command} — {diagnosis.duration_s:.1f} s{exit_text}"
+
+
+def _kernel_lines(kernels: Any) -> list[str]:
+    """Per rank, what the device did in a typical profiled step (medians per step)."""
+    lines = []
+    for rank in kernels.ranks:
+        label = "the trace" if rank.rank is None else f"rank {rank.rank}"
+        if rank.gpu_busy is None:
+            lines.append(f"{label}: no GPU work in the trace ({rank.steps} steps)")
+            continue
+        idle, work = rank.idle_split, rank.work_split
+        text = (
+            f"{label}: GPU busy {rank.gpu_busy:.0%} of the steps; idle: waiting for the host "
+            f"{idle['host_wait']:.0%}, between kernels {idle['kernel_wait']:.0%}, other "
+            f"{idle['other']:.0%}; compute {work['compute']:.0%}, communication "
+            f"{work['communication']:.0%}, copies {work['memcpy']:.0%}"
+        )
+        if rank.kernels_per_step is not None and rank.kernel_median_us is not None:
+            kernels, median = rank.kernels_per_step, rank.kernel_median_us
+            text += f"; {kernels:.0f} kernels a step, median {median:.1f} µs"
+        if rank.loader_ms:
+            text += (
+                f"; data loader {rank.loader_ms:.1f} ms a step, "
+                f"{rank.loader_exposed_ms or 0:.1f} ms with the GPU idle"
+            )
+        lines.append(text)
+        if rank.top_kernels:
+            top = rank.top_kernels[0]
+            lines.append(f"   top kernel: {top.name[:70]} ({top.share:.0%} of device time)")
+    return lines
+
+
+def render(diagnosis: Diagnosis, console: Console) -> None:
+    """Print the one-screen summary of a diagnosis."""
+    _wrapped(console, Text(_header(diagnosis)))
     if not diagnosis.complete:
         _wrapped(
             console,
@@ -190,6 +228,10 @@ def render(diagnosis: Diagnosis, console: Console) -> None:
     one_time = _one_time_line(diagnosis.phases)
     if one_time:
         _wrapped(console, Text(one_time, style="dim"))
+    if diagnosis.kernels is not None:
+        console.print(Text("Kernel level (from the trace)", style="bold underline"))
+        for text in _kernel_lines(diagnosis.kernels):
+            _wrapped(console, Text(text))
     if diagnosis.findings:
         console.print(Text("Findings, most valuable first", style="bold underline"))
         for number, finding in enumerate(diagnosis.findings, 1):

@@ -47,6 +47,7 @@ RUNTIME_CODES = (
     "SLOW_VALIDATION",
     "PHASE_GPU_GAP",
     "HOST_BOUND",
+    "LAUNCH_BOUND",  # from profiler traces (analysis/kernels)
     "SYNC_BOUND",
     "IDLE_GPUS",
     "GPU_IMBALANCE",

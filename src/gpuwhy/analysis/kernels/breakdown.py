@@ -1,0 +1,67 @@
+"""The device's time over a trace window, split as Holistic Trace Analysis splits it.
+
+*Temporal* (references.md#hta-temporal): over the span from the first device work to the last,
+idle = the span less the union of all work; compute = the union of compute kernels; non-compute =
+the rest (communication, copies, sets not hidden under compute). These are the figures HTA's
+users know, so gpuwhy gives the same ones, over the same window, and a test checks them on
+HTA's own traces. The window is the work the host launched before ``before_ns`` (HTA's default
+leaves the last profiled step out: its kernels may run past the end of the trace).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwhy.analysis.intervals import total_ns, union
+from gpuwhy.traces import OpKind, RankTrace
+
+
+@dataclass(frozen=True)
+class Temporal:
+    span_ns: int  # first device work's start to the last one's end
+    idle_ns: int
+    compute_ns: int
+    non_compute_ns: int
+
+    def shares(self) -> dict[str, float]:
+        span = self.span_ns or 1
+        return {
+            "idle": round(self.idle_ns / span, 4),
+            "compute": round(self.compute_ns / span, 4),
+            "non_compute": round(self.non_compute_ns / span, 4),
+        }
+
+
+def without_last_step(trace: RankTrace) -> int | None:
+    """The start of the last profiled step, or None when fewer than two steps were profiled."""
+    starts = sorted({start for _, start, _ in trace.steps})
+    return starts[-1] if len(starts) >= 2 else None
+
+
+def temporal(trace: RankTrace, before_ns: int | None = None) -> Temporal | None:
+    """Idle/compute/non-compute of the device work launched before ``before_ns`` (all: None)."""
+    ops = trace.ops
+    launches = trace.launch_start_ns
+    kept = []
+    compute = []
+    for i in range(len(ops)):
+        if before_ns is not None:
+            launched = launches.get(ops.correlation[i])
+            if launched is None or launched >= before_ns:
+                continue
+        span = (ops.start_ns[i], ops.end_ns[i])
+        kept.append(span)
+        if ops.kind[i] == OpKind.COMPUTE:
+            compute.append(span)
+    if not kept:
+        return None
+    busy = union(kept)
+    span_ns = busy[-1][1] - busy[0][0]
+    idle = span_ns - total_ns(busy)
+    compute_ns = total_ns(union(compute))
+    return Temporal(
+        span_ns=span_ns,
+        idle_ns=idle,
+        compute_ns=compute_ns,
+        non_compute_ns=span_ns - idle - compute_ns,
+    )

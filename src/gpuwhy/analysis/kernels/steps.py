@@ -1,0 +1,216 @@
+"""Kernel-level facts per profiler step: what the device did, why it idled, what the host waited on.
+
+A step is the host's ``ProfilerStep#N`` range; its window runs to the next step's start (the
+last step's to its own end), so back-to-back windows cover the profiled time once. Device work is
+clipped to the window: a kernel queued in step N and run in step N+1 counts where it ran.
+
+Idle time of the device inside a window is split the way Holistic Trace Analysis splits it
+(references.md#hta-idle-time), but on the device rather than per stream:
+
+- *host wait*: the work that ended the gap had not even been launched when the device went idle —
+  the device waited for the host (data loading, Python, launch overhead);
+- *kernel wait*: the next work was queued and the gap is shorter than ``KERNEL_WAIT_NS``, the
+  cost of starting back-to-back kernels;
+- *other*: queued work that still did not start (waits on events, other streams, copies).
+
+*Exposed* host waits (data loader, blocking syncs) are the parts of those calls during which the
+device was idle: a wait the device spends running kernels already queued costs nothing, and
+counting it would over-read on real traces (docs/traces.md, "Exposed waits").
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpuwhy.analysis.intervals import Interval, clip, subtract, total_ns, union
+from gpuwhy.traces import HostCall, OpKind, RankTrace
+
+KERNEL_WAIT_NS = 30_000
+"""Gaps between queued kernels shorter than this are launch overhead (HTA's
+``consecutive_kernel_delay``, references.md#hta-idle-time)."""
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    """One step of one rank. Times in nanoseconds."""
+
+    number: int
+    start_ns: int
+    end_ns: int
+    busy_ns: dict[int, int]  # device -> union of its work inside the window
+    compute_ns: int  # unions on the rank's devices, clipped to the window
+    communication_ns: int
+    memcpy_ns: int
+    memset_ns: int
+    comm_overlap_ns: int  # communication also covered by compute
+    idle_ns: int  # the window less the union of all device work
+    host_wait_ns: int
+    kernel_wait_ns: int
+    other_wait_ns: int
+    kernels: int  # device ops starting inside the window
+    kernel_median_ns: float | None
+    loader_ns: int  # host time in the data loader's __next__
+    loader_exposed_ns: int  # of it, while the device was idle
+    sync_ns: int  # host time blocked in synchronising calls
+    sync_exposed_ns: int
+    pageable_copy_ns: int  # device time of copies from/to pageable host memory
+    optimizer_ns: int
+
+    @property
+    def time_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def busy_fraction(self) -> float:
+        busy = self.time_ns - self.idle_ns
+        return busy / self.time_ns if self.time_ns > 0 else 0.0
+
+
+@dataclass
+class RankFacts:
+    """A rank's steps and the devices it ran work on."""
+
+    trace: RankTrace
+    steps: list[StepFacts] = field(default_factory=list)
+    devices: list[int] = field(default_factory=list)  # devices the rank ran work on
+
+    @property
+    def has_device_work(self) -> bool:
+        return bool(self.devices)
+
+
+def _overlap(first: Sequence[Interval], second: Sequence[Interval]) -> int:
+    """Length of the intersection of two sorted, disjoint interval lists."""
+    i = j = 0
+    covered = 0
+    while i < len(first) and j < len(second):
+        lo = max(first[i][0], second[j][0])
+        hi = min(first[i][1], second[j][1])
+        if hi > lo:
+            covered += hi - lo
+        if first[i][1] < second[j][1]:
+            i += 1
+        else:
+            j += 1
+    return covered
+
+
+def _calls(calls: Sequence[HostCall], start: int, end: int) -> list[Interval]:
+    return union((c.start_ns, c.end_ns) for c in calls if start <= c.start_ns < end)
+
+
+@dataclass
+class _Columns:
+    """The rank's device work, sorted by start, with what the idle split needs."""
+
+    starts: list[int]
+    ends: list[int]
+    launched: list[int | None]  # start of the host call that launched it
+    by_kind: dict[OpKind, list[Interval]]
+    pageable: list[Interval]
+    busy: dict[int, list[Interval]]
+    all_busy: list[Interval]
+
+
+def _columns(trace: RankTrace) -> _Columns:
+    ops = trace.ops
+    order = sorted(range(len(ops)), key=ops.start_ns.__getitem__)
+    starts = [ops.start_ns[i] for i in order]
+    ends = [ops.end_ns[i] for i in order]
+    launches = trace.launch_start_ns
+    launched = [launches.get(ops.correlation[i]) if ops.correlation[i] else None for i in order]
+    by_kind: dict[OpKind, list[Interval]] = {kind: [] for kind in OpKind}
+    per_device: dict[int, list[Interval]] = {}
+    pageable = []
+    for i in order:
+        span = (ops.start_ns[i], ops.end_ns[i])
+        by_kind[OpKind(ops.kind[i])].append(span)
+        per_device.setdefault(ops.device[i], []).append(span)
+        if ops.kind[i] == OpKind.MEMCPY and "Pageable" in trace.names[ops.name[i]]:
+            pageable.append(span)
+    return _Columns(
+        starts=starts,
+        ends=ends,
+        launched=launched,
+        by_kind={kind: union(spans) for kind, spans in by_kind.items()},
+        pageable=union(pageable),
+        busy={device: union(spans) for device, spans in per_device.items()},
+        all_busy=union(zip(starts, ends, strict=True)),
+    )
+
+
+def _split_idle(columns: _Columns, gaps: Sequence[Interval]) -> tuple[int, int, int]:
+    """(host wait, kernel wait, other) of the given idle gaps, by the work that ended each."""
+    host = kernel = other = 0
+    for lo, hi in gaps:
+        length = hi - lo
+        nxt = bisect.bisect_left(columns.starts, hi)
+        launched = columns.launched[nxt] if nxt < len(columns.starts) else None
+        if nxt >= len(columns.starts) or columns.starts[nxt] != hi:
+            other += length  # the window ended before any work resumed
+        elif launched is not None and launched > lo:
+            host += length
+        elif length < KERNEL_WAIT_NS:
+            kernel += length
+        else:
+            other += length
+    return host, kernel, other
+
+
+def _step_windows(trace: RankTrace) -> list[tuple[int, int, int]]:
+    """(number, start, end): each step runs to the next one's start, the last to its own end."""
+    steps = sorted(trace.steps, key=lambda step: step[1])
+    windows = []
+    for index, (number, start, end) in enumerate(steps):
+        stop = steps[index + 1][1] if index + 1 < len(steps) else end
+        if stop > start:
+            windows.append((number, start, stop))
+    return windows
+
+
+def rank_facts(trace: RankTrace) -> RankFacts:
+    """Per-step kernel-level facts of one rank's trace."""
+    columns = _columns(trace)
+    facts = RankFacts(trace=trace, devices=sorted(columns.busy))
+    for number, start, end in _step_windows(trace):
+        facts.steps.append(_step(trace, columns, number, start, end))
+    return facts
+
+
+def _step(trace: RankTrace, columns: _Columns, number: int, start: int, end: int) -> StepFacts:
+    busy = clip(columns.all_busy, start, end)
+    gaps = subtract([(start, end)], busy)
+    host, kernel, other = _split_idle(columns, gaps)
+    compute = clip(columns.by_kind[OpKind.COMPUTE], start, end)
+    comm = clip(columns.by_kind[OpKind.COMMUNICATION], start, end)
+    first = bisect.bisect_left(columns.starts, start)
+    last = bisect.bisect_left(columns.starts, end)
+    durations = [columns.ends[i] - columns.starts[i] for i in range(first, last)]
+    loader = _calls(trace.loader, start, end)
+    syncs = _calls(trace.syncs, start, end)
+    return StepFacts(
+        number=number,
+        start_ns=start,
+        end_ns=end,
+        busy_ns={d: total_ns(clip(spans, start, end)) for d, spans in columns.busy.items()},
+        compute_ns=total_ns(compute),
+        communication_ns=total_ns(comm),
+        memcpy_ns=total_ns(clip(columns.by_kind[OpKind.MEMCPY], start, end)),
+        memset_ns=total_ns(clip(columns.by_kind[OpKind.MEMSET], start, end)),
+        comm_overlap_ns=_overlap(comm, compute),
+        idle_ns=total_ns(gaps),
+        host_wait_ns=host,
+        kernel_wait_ns=kernel,
+        other_wait_ns=other,
+        kernels=last - first,
+        kernel_median_ns=statistics.median(durations) if durations else None,
+        loader_ns=total_ns(loader),
+        loader_exposed_ns=_overlap(loader, gaps),
+        sync_ns=total_ns(syncs),
+        sync_exposed_ns=_overlap(syncs, gaps),
+        pageable_copy_ns=total_ns(clip(columns.pageable, start, end)),
+        optimizer_ns=total_ns(_calls(trace.optimizer, start, end)),
+    )

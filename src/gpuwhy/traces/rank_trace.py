@@ -1,0 +1,82 @@
+"""What gpuwhy keeps of one rank's profiler trace: device work, launches, steps, host waits.
+
+Only the events the analysis reads are kept, in compact columns, so a trace of millions of events
+costs a few bytes per kernel rather than a Python dict per event. Times are integer nanoseconds
+on the trace's own clock (the profiler's microseconds, times 1000, exactly).
+"""
+
+from __future__ import annotations
+
+import enum
+from array import array
+from dataclasses import dataclass, field
+
+Interval = tuple[int, int]
+
+
+class OpKind(enum.IntEnum):
+    """What one piece of device work is (HTA's kernel types, with memory split in two)."""
+
+    COMPUTE = 0
+    COMMUNICATION = 1  # collectives and point-to-point (NCCL/RCCL kernels)
+    MEMCPY = 2
+    MEMSET = 3
+
+
+@dataclass
+class DeviceOps:
+    """Device work (kernels, copies, sets) in columns, in the order the trace listed them."""
+
+    start_ns: array[int] = field(default_factory=lambda: array("q"))
+    end_ns: array[int] = field(default_factory=lambda: array("q"))
+    device: array[int] = field(default_factory=lambda: array("i"))
+    stream: array[int] = field(default_factory=lambda: array("q"))
+    kind: array[int] = field(default_factory=lambda: array("b"))
+    name: array[int] = field(default_factory=lambda: array("i"))  # index into RankTrace.names
+    correlation: array[int] = field(default_factory=lambda: array("q"))  # 0: none given
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+    def append(
+        self, start: int, end: int, device: int, stream: int, kind: int, name: int, corr: int
+    ) -> None:
+        self.start_ns.append(start)
+        self.end_ns.append(end)
+        self.device.append(device)
+        self.stream.append(stream)
+        self.kind.append(kind)
+        self.name.append(name)
+        self.correlation.append(corr)
+
+
+@dataclass(frozen=True, slots=True)
+class HostCall:
+    """A host-side range the analysis names: a blocking sync, a copy call, a data-loader pull."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+    thread: int
+
+
+@dataclass
+class RankTrace:
+    """One rank's trace (one file), reduced to what the kernel-level analysis reads."""
+
+    path: str
+    rank: int | None = None
+    world_size: int | None = None
+    devices: dict[int, str] = field(default_factory=dict)  # device id -> GPU name
+    names: list[str] = field(default_factory=list)  # device-op names, interned
+    ops: DeviceOps = field(default_factory=DeviceOps)
+    # correlation id -> start of the host call that launched it (cudaLaunchKernel, ...)
+    launch_start_ns: dict[int, int] = field(default_factory=dict)
+    launch_calls: int = 0
+    launch_call_ns: int = 0  # summed duration of the launch calls
+    steps: list[tuple[int, int, int]] = field(default_factory=list)  # (number, start, end)
+    loader: list[HostCall] = field(default_factory=list)  # enumerate(DataLoader)#...__next__
+    optimizer: list[HostCall] = field(default_factory=list)  # Optimizer.step#...
+    syncs: list[HostCall] = field(default_factory=list)  # host blocked on the device
+    backward_seen: bool = False  # autograd ran: a training job, not inference
+    events: int = 0  # trace events read

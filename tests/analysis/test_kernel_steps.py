@@ -1,0 +1,141 @@
+"""Kernel-level step facts and findings: exact on a small hand-built trace, and right on the real
+published pair (the same ResNet-50 job with DataLoader(num_workers=0) and with num_workers=4)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from gpuwhy.analysis.kernels.diagnosis import diagnose_traces
+from gpuwhy.analysis.kernels.steps import KERNEL_WAIT_NS, rank_facts
+from gpuwhy.traces import read_kineto
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
+SAMPLES = DATA / "kineto-samples"
+# (slow, fixed): the same profiling window (same step numbers) of the two runs.
+PAIRS = [
+    ("resnet50_num_workers_0.1623143089861", "resnet50_num_workers_4.1623212756351"),
+    ("resnet50_num_workers_0.1623143566756", "resnet50_num_workers_4.1623213129365"),
+]
+
+
+def _path(stem: str) -> str:
+    return str(SAMPLES / f"{stem}.pt.trace.json.gz")
+
+
+def _kernel(ts: float, dur: float, corr: int) -> dict:
+    return {
+        "ph": "X", "cat": "kernel", "name": f"k{corr}", "ts": ts, "dur": dur,
+        "args": {"device": 0, "stream": 7, "correlation": corr},
+    }  # fmt: skip
+
+
+def _launch(ts: float, corr: int) -> dict:
+    return {
+        "ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts, "dur": 1,
+        "args": {"correlation": corr},
+    }  # fmt: skip
+
+
+def _cpu(name: str, ts: float, dur: float) -> dict:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "args": {}}
+
+
+def test_idle_time_is_split_by_what_ended_each_gap(tmp_path: Path) -> None:
+    # µs: A runs 0-10; B was queued at 5 and starts at 12 (a 2 µs launch gap: kernel wait);
+    # the host loads data 20-40 and launches C at 40, which runs 45-50 (host wait 20-45);
+    # D is queued at 46 but starts only at 100 (waits on something else: other, 50 µs).
+    events = [
+        _cpu("ProfilerStep#1", 0, 120),
+        _launch(0, 1), _kernel(0, 10, 1),
+        _launch(5, 2), _kernel(12, 8, 2),
+        _cpu("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 20, 20),
+        _launch(40, 3), _kernel(45, 5, 3),
+        _launch(46, 4), _kernel(100, 10, 4),
+    ]  # fmt: skip
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    (step,) = rank_facts(read_kineto(str(path))).steps
+    us = 1000
+    assert (step.start_ns, step.end_ns) == (0, 120 * us)
+    assert step.busy_ns == {0: 33 * us}
+    assert step.idle_ns == 87 * us  # 10-12, 20-45, 50-100, 110-120
+    assert step.kernel_wait_ns == 2 * us and 2 * us < KERNEL_WAIT_NS
+    assert step.host_wait_ns == 25 * us
+    assert step.other_wait_ns == 60 * us  # 50 waiting for D, 10 after the last kernel
+    assert step.loader_ns == 20 * us and step.loader_exposed_ns == 20 * us
+    assert step.kernels == 4
+
+
+@pytest.mark.parametrize("stem", [s for pair in PAIRS for s in pair])
+def test_busy_time_matches_the_kernels_in_the_file(stem: str) -> None:
+    """The union of device work in each step window, computed here from the whole file."""
+    with gzip.open(_path(stem), "rt") as file:
+        events = [e for e in json.load(file)["traceEvents"] if e.get("ph") == "X"]
+    work = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") in ("Kernel", "Memcpy", "Memset")
+    )
+    steps = sorted(e["ts"] for e in events if e["name"].startswith("ProfilerStep#"))
+    facts = rank_facts(read_kineto(_path(stem)))
+    for index, step in enumerate(facts.steps[:-1]):
+        lo, hi = steps[index], steps[index + 1]
+        covered, cursor = 0, lo
+        for start, end in work:
+            start, end = max(start, cursor), min(end, hi)
+            if end > start:
+                covered += end - start
+                cursor = end
+        assert step.busy_ns[0] == covered * 1000
+        assert step.host_wait_ns + step.kernel_wait_ns + step.other_wait_ns == step.idle_ns
+
+
+def _step_times_ms(stem: str) -> list[float]:
+    with gzip.open(_path(stem), "rt") as file:
+        events = json.load(file)["traceEvents"]
+    return [e["dur"] / 1000 for e in events if str(e.get("name")).startswith("ProfilerStep#")]
+
+
+@pytest.mark.parametrize(("slow", "fixed"), PAIRS)
+def test_input_bound_speedup_agrees_with_the_fixed_run(slow: str, fixed: str) -> None:
+    """gpuwhy's estimate on the slow trace lies within 20 % of the measured speed-up (median
+    step time slow / fixed), closer than removing all data-loader time would say; the fixed run
+    gets no INPUT_BOUND."""
+    measured = statistics.median(_step_times_ms(slow)) / statistics.median(_step_times_ms(fixed))
+    diagnosis = diagnose_traces([read_kineto(_path(slow))])
+    (finding,) = [f for f in diagnosis.findings if f.code == "INPUT_BOUND"]
+    assert finding.speedup is not None
+    assert abs(finding.speedup - measured) / measured <= 0.20, (finding.speedup, measured)
+    facts = rank_facts(read_kineto(_path(slow)))
+    total = sum(s.time_ns for s in facts.steps)
+    naive = total / (total - sum(s.loader_ns for s in facts.steps))
+    assert abs(finding.speedup - measured) < abs(naive - measured), (naive, measured)
+    healthy = diagnose_traces([read_kineto(_path(fixed))])
+    assert "INPUT_BOUND" not in [f.code for f in healthy.findings]
+
+
+def test_the_phase_carries_the_measured_busy_share_and_exposed_wait() -> None:
+    diagnosis = diagnose_traces([read_kineto(_path(PAIRS[1][0]))])
+    phase = diagnosis.phases["train"]
+    assert phase.steps == 6 and phase.gpu_busy is not None
+    (rank,) = diagnosis.kernels.ranks
+    assert phase.gpu_busy[0] == pytest.approx(rank.gpu_busy, abs=1e-4)
+    assert phase.gpu_util_pct == {0: pytest.approx(100 * phase.gpu_busy[0])}
+    assert phase.data_wait_fraction == pytest.approx(
+        diagnosis.findings[0].evidence["data_wait_fraction"], abs=1e-3
+    )
+    assert 0 < rank.loader_exposed_ms < rank.loader_ms
+
+
+def test_a_cpu_only_rank_has_no_gpu_figures_and_no_findings() -> None:
+    diagnosis = diagnose_traces(
+        [read_kineto(str(DATA / "hta" / "cpu_only_rank34.pt.trace.json.gz"))]
+    )
+    (rank,) = diagnosis.kernels.ranks
+    assert rank.gpu_busy is None and rank.rank == 34
+    assert diagnosis.findings == [] and diagnosis.devices == []

@@ -1,0 +1,63 @@
+"""`gpuwhy report TRACE`: real published profiler traces through the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from gpuwhy.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "traces"
+SLOW = DATA / "kineto-samples" / "resnet50_num_workers_0.1623143566756.pt.trace.json.gz"
+FIXED = DATA / "kineto-samples" / "resnet50_num_workers_4.1623213129365.pt.trace.json.gz"
+SCHEMA = json.loads((ROOT / "src" / "gpuwhy" / "schemas" / "report.schema.json").read_text())
+
+
+def test_terminal_report_names_the_cause_and_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(SLOW)]) == 0
+    out = capsys.readouterr().out
+    assert "profiler trace" in out and "Kernel level (from the trace)" in out
+    assert "INPUT_BOUND" in out and "num_workers=4" in out
+    assert "GPU busy 64% of 'train' time" in out
+
+
+def test_json_report_follows_the_schema_with_gpu_busy_per_phase(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["report", str(DATA / "hta" / "two_ranks"), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    jsonschema.validate(document, SCHEMA)
+    assert [r["rank"] for r in document["trace"]["ranks"]] == [0, 1]
+    busy = document["phases"]["train"]["gpu_busy"]["0"]
+    assert busy == pytest.approx(document["trace"]["ranks"][0]["gpu_busy"], abs=1e-3)
+    assert document["trace"]["ranks"][0]["temporal"]["idle"] == pytest.approx(0.5356, abs=0.02)
+
+
+def test_fail_on_gates_on_the_slow_trace_only(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(SLOW), "--fail-on", "INPUT_BOUND"]) == 4
+    assert main(["report", str(FIXED), "--fail-on", "INPUT_BOUND"]) == 0
+    capsys.readouterr()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    return subprocess.run(
+        [sys.executable, "-m", "gpuwhy", *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_bad_traces_and_flags_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.pt.trace.json.gz"
+    broken.write_bytes(SLOW.read_bytes()[:5000])
+    for args in ([str(broken)], [str(SLOW), "--html", str(tmp_path / "r.html")]):
+        done = _cli("report", *args)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        assert done.stdout == ""
