@@ -19,6 +19,12 @@ from gpuwhy.model import Event, Record, Span, SpanKind
 ENV_SOCKET = "GPUWHY_SOCKET"
 """Path of the Unix socket `gpuwhy run` listens on."""
 
+ENV_PROFILE = "GPUWHY_PROFILE"
+"""`gpuwhy run --profile`: "SKIP:STEPS:DIR", the profiler window the job's hooks open."""
+
+PROFILE_EVENT = "profile_window"
+"""The event a job's hooks send when its profiler window closed (bounds, trace path)."""
+
 ENV_RUN_ID = "GPUWHY_RUN_ID"
 """Identifies the run; a process whose environment lacks it is not under `gpuwhy run`."""
 

@@ -12,7 +12,7 @@ import pytest
 
 from gpuwhy.analysis.kernels.diagnosis import diagnose_traces
 from gpuwhy.analysis.kernels.steps import KERNEL_WAIT_NS, rank_facts
-from gpuwhy.traces import read_kineto
+from gpuwhy.traces import load_traces, read_kineto
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
 SAMPLES = DATA / "kineto-samples"
@@ -139,3 +139,119 @@ def test_a_cpu_only_rank_has_no_gpu_figures_and_no_findings() -> None:
     (rank,) = diagnosis.kernels.ranks
     assert rank.gpu_busy is None and rank.rank == 34
     assert diagnosis.findings == [] and diagnosis.devices == []
+
+
+def _memcpy(ts: float, dur: float, corr: int, kind: str) -> dict:
+    return {
+        "ph": "X", "cat": "gpu_memcpy", "name": f"Memcpy HtoD ({kind} -> Device)", "ts": ts,
+        "dur": dur, "args": {"device": 0, "stream": 7, "correlation": corr},
+    }  # fmt: skip
+
+
+def _runtime(name: str, ts: float, dur: float, corr: int = 0) -> dict:
+    return {
+        "ph": "X", "cat": "cuda_runtime", "name": name, "ts": ts, "dur": dur,
+        "args": {"correlation": corr} if corr else {},
+    }  # fmt: skip
+
+
+def _diagnose(tmp_path: Path, events: list[dict]) -> list:
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return diagnose_traces([read_kineto(str(path))]).findings
+
+
+def _steps(count: int, length: float, body) -> list[dict]:
+    events = []
+    for n in range(count):
+        t0 = n * length
+        events.append(_cpu(f"ProfilerStep#{n}", t0, length))
+        events.extend(body(n, t0))
+    return events
+
+
+def test_a_sync_every_step_that_drains_the_queue_is_sync_bound(tmp_path: Path) -> None:
+    # Each 100 µs step: kernels queued at t0 run t0+5..t0+45; the host blocks in
+    # cudaStreamSynchronize t0+2..t0+45, then needs 40 µs before it launches the next kernel:
+    # the device idles t0+45..t0+85 (40 % of the step) because of the sync.
+    def body(n: int, t0: float) -> list[dict]:
+        c = 10 * n + 1
+        return [
+            _runtime("cudaLaunchKernel", t0, 1, c), _kernel(t0 + 5, 40, c),
+            _runtime("cudaStreamSynchronize", t0 + 2, 43),
+            _runtime("cudaLaunchKernel", t0 + 85, 1, c + 1), _kernel(t0 + 85, 15, c + 1),
+        ]  # fmt: skip
+
+    findings = {f.code: f for f in _diagnose(tmp_path, _steps(6, 100, body))}
+    sync = findings["SYNC_BOUND"]
+    assert sync.evidence["sync_idle_fraction"] == pytest.approx(0.40, abs=0.01)
+    assert sync.speedup == pytest.approx(1 / 0.6, rel=0.02)
+    assert "LAUNCH_BOUND" not in findings  # the sync explains the host wait
+
+
+def test_many_short_kernels_launched_one_by_one_are_launch_bound(tmp_path: Path) -> None:
+    # Each 2 µs kernel is launched by a 7 µs call that starts after the previous kernel ended:
+    # the device is busy 2 of every 10 µs.
+    def body(n: int, t0: float) -> list[dict]:
+        events = []
+        for k in range(10):
+            c = 100 * n + k + 1
+            events += [
+                _runtime("cudaLaunchKernel", t0 + 10 * k + 1, 7, c),
+                _kernel(t0 + 10 * k + 8, 2, c),
+            ]
+        return events
+
+    findings = {f.code: f for f in _diagnose(tmp_path, _steps(5, 100, body))}
+    launch = findings["LAUNCH_BOUND"]
+    assert launch.evidence["kernel_median_us"] < launch.evidence["launch_call_mean_us"]
+    assert launch.evidence["host_wait_fraction"] >= 0.7
+    assert launch.evidence["launch_call_share_of_wait"] >= 0.5
+
+
+def test_pageable_copies_are_flagged_and_pinned_ones_are_not(tmp_path: Path) -> None:
+    def body(kind: str):
+        def steps(n: int, t0: float) -> list[dict]:
+            c = 10 * n + 1
+            return [
+                _runtime("cudaMemcpyAsync", t0, 30, c), _memcpy(t0 + 1, 30, c, kind),
+                _runtime("cudaLaunchKernel", t0 + 31, 1, c + 1), _kernel(t0 + 32, 68, c + 1),
+            ]  # fmt: skip
+
+        return steps
+
+    pageable = {f.code: f for f in _diagnose(tmp_path, _steps(4, 100, body("Pageable")))}
+    copy = pageable["PAGEABLE_COPY"]
+    assert copy.evidence["pageable_copy_fraction"] == pytest.approx(0.30, abs=0.01)
+    assert copy.severity.value == "warning"
+    pinned = {f.code for f in _diagnose(tmp_path, _steps(4, 100, body("Pinned")))}
+    assert "PAGEABLE_COPY" not in pinned
+
+
+def test_two_ranks_name_the_slower_rank_and_the_exposed_collectives() -> None:
+    traces = load_traces(str(DATA / "hta" / "two_ranks"))
+    diagnosis = diagnose_traces(traces)
+    by_code: dict[str, list] = {}
+    for finding in diagnosis.findings:
+        by_code.setdefault(finding.code, []).append(finding)
+    (imbalance,) = by_code["GPU_IMBALANCE"]
+    summaries = {r.rank: r for r in diagnosis.kernels.ranks}
+    compute = {
+        rank: summaries[rank].work_split["compute"] * summaries[rank].steps for rank in (0, 1)
+    }
+    assert imbalance.evidence["slowest_rank"] == max(compute, key=compute.get) == 1
+    comms = {f.evidence["rank"]: f for f in by_code["EXPOSED_COMMS"]}
+    assert set(comms) == {0, 1}
+    for rank, finding in comms.items():
+        split = summaries[rank].work_split
+        assert finding.evidence["comm_fraction"] == pytest.approx(split["communication"], abs=1e-3)
+        assert 0.15 <= finding.evidence["exposed_comm_fraction"] <= split["communication"]
+
+
+def test_a_busy_single_gpu_job_gets_no_finding() -> None:
+    """The V100 trace keeps its GPU 98 % busy: nothing to fix, nothing said."""
+    diagnosis = diagnose_traces(
+        load_traces(str(DATA / "hta" / "v100_ns_resolution.pt.trace.json.gz"))
+    )
+    assert diagnosis.findings == []
+    assert diagnosis.kernels.ranks[0].gpu_busy >= 0.95

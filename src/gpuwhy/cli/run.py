@@ -31,6 +31,9 @@ sends SIGKILL. The recording is finalised in every case.
 """
 
 MIN_INTERVAL_S, MAX_INTERVAL_S = 0.01, 60.0
+# `--profile`: the first steps are warm-up (compilation, autotuning, workers starting); a few
+# steps after them are enough for kernel-level figures, and a trace grows by megabytes a step.
+PROFILE_SKIP, PROFILE_STEPS, MAX_PROFILE_STEPS = 10, 5, 100
 
 
 def register(subparsers: Any) -> None:
@@ -77,6 +80,17 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="do not inject the automatic phase/step hooks into the command (samples only)",
     )
+    parser.add_argument(
+        "--profile",
+        metavar="STEPS",
+        nargs="?",
+        type=int,
+        const=PROFILE_STEPS,
+        default=None,
+        help=f"PyTorch jobs: profile STEPS optimizer steps (default {PROFILE_STEPS}) after the "
+        f"first {PROFILE_SKIP} with torch.profiler, no code change, and add the kernel-level "
+        "findings to the report; the trace is written beside the recording",
+    )
     fail_on.add_argument(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.set_defaults(handler=_handle)
@@ -99,6 +113,11 @@ def _handle(args: argparse.Namespace) -> int:
             f"run: --interval {args.interval:g} is out of range",
             f"give seconds between {MIN_INTERVAL_S:g} and {MAX_INTERVAL_S:g} (default 0.1)",
         )
+    if args.profile is not None and not 1 <= args.profile <= MAX_PROFILE_STEPS:
+        raise UsageError(
+            f"run: --profile {args.profile}: out of range",
+            f"give 1 to {MAX_PROFILE_STEPS} steps (default {PROFILE_STEPS}); traces grow fast",
+        )
     json_path = _checked_output_path(args.json, "--json") if args.json else None
     html_path = _checked_output_path(args.html, "--html") if args.html else None
     gate = fail_on.parse(args.fail_on, "run")
@@ -116,12 +135,14 @@ def _handle(args: argparse.Namespace) -> int:
             f"note: {record.parent} is writable by every user of this machine: others "
             "can see the recording there",
         )
+    profile_dir = profile_directory(record) if args.profile is not None else None
     options = JobOptions(
         command=command,
         record=record,
         interval_s=interval,
         hooks=not args.no_hooks,
         redact=not args.no_redact,
+        profile=None if profile_dir is None else (PROFILE_SKIP, args.profile, profile_dir),
     )
     with FinishGuard() as guard:
         result = run_job(
@@ -143,7 +164,12 @@ def _handle(args: argparse.Namespace) -> int:
             wanted = not args.quiet or json_path or html_path or gate is not None
             if not guard.event.is_set() and wanted:
                 diagnosis, problem = _summarise(
-                    record, json_path, html_path, quiet=bool(args.quiet), stream=stderr
+                    record,
+                    json_path,
+                    html_path,
+                    quiet=bool(args.quiet),
+                    stream=stderr,
+                    profile_dir=profile_dir,
                 )
             _say(stderr, f"recording saved to {record} (see it again: gpuwhy report {record})")
             gated = fail_on.exit_code(
@@ -181,8 +207,37 @@ def _live_starter(stream: TextIO, *, quiet: bool) -> Callable[[Any], Callable[[]
     return start
 
 
+def profile_directory(record: Path) -> Path:
+    """Where `--profile` writes its traces: beside the recording, named after it."""
+    return record.parent / (record.name.removesuffix(".db") + ".profile")
+
+
+def _with_profile(diagnosis: Any, recording: Any, profile_dir: Path, stream: TextIO) -> Any:
+    """The run's diagnosis with its profiler window folded in; as it was if there is none."""
+    from gpuwhy.analysis.kernels.window import window_cost, with_profile
+    from gpuwhy.model import SpanKind
+    from gpuwhy.traces import load_traces
+
+    if not profile_dir.is_dir() or not any(profile_dir.iterdir()):
+        _say(stream, "note: no profiler window was written (no optimizer steps past the warm-up?)")
+        return diagnosis
+    try:
+        traces = load_traces(str(profile_dir))
+        cost = window_cost(recording.events(), recording.spans(SpanKind.STEP))
+        return with_profile(diagnosis, traces, cost)
+    except Exception as error:
+        _say(stream, f"warning: the profiler window could not be read: {error}")
+        return diagnosis
+
+
 def _summarise(
-    record: Path, json_path: Path | None, html_path: Path | None, *, quiet: bool, stream: TextIO
+    record: Path,
+    json_path: Path | None,
+    html_path: Path | None,
+    *,
+    quiet: bool,
+    stream: TextIO,
+    profile_dir: Path | None = None,
 ) -> tuple[Any | None, str | None]:
     """Print the report, write --json and --html; a failure here is one warning line, no more.
 
@@ -198,6 +253,8 @@ def _summarise(
         return None, f"cannot read the recording back: {error}"
     with recording:
         diagnosis, problem = analyse(recording)
+        if diagnosis is not None and profile_dir is not None:
+            diagnosis = _with_profile(diagnosis, recording, profile_dir, stream)
         if json_path is not None:
             try:
                 if diagnosis is None:

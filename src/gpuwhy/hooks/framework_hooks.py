@@ -13,7 +13,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from gpuwhy.hooks import emitter, iterators, patching, sync_counting, tracker
+from gpuwhy.hooks import emitter, iterators, patching, profile_window, sync_counting, tracker
+
+_window: profile_window.Window | None = None  # `gpuwhy run --profile`: set by install_torch
 
 
 def install_tensorflow() -> None:
@@ -65,6 +67,10 @@ def install_torch() -> None:
     register = getattr(optimizer, "register_optimizer_step_post_hook", None)
     if register is None or patching.is_patched(optimizer, "gpuwhy_step_hook"):
         return
+    global _window
+    _window = profile_window.from_environment()
+    if _window is not None:
+        emitter.on_exit(_window.close)
     handle = register(_after_optimizer_step)
     patching.patch(optimizer, "gpuwhy_step_hook", lambda _: handle)  # marks it installed
     patching.on_undo(handle.remove)
@@ -98,5 +104,7 @@ def _stamping_init(original: Callable[..., None]) -> Callable[..., None]:
 def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     try:
         tracker.boundary(tracker.clock())
+        if _window is not None:
+            _window.on_step()
     except Exception as error:
         emitter.report_once("optimizer", f"optimizer step hook failed: {error!r}")

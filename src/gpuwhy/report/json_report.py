@@ -98,6 +98,7 @@ def _trace(kernels: Any) -> dict[str, Any]:
     return {
         "source": kernels.source,
         "paths": list(kernels.paths),
+        "window": dict(kernels.window) if kernels.window else None,
         "ranks": [
             {
                 **{k: v for k, v in vars(rank).items() if k not in ("devices", "top_kernels")},

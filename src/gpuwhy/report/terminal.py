@@ -174,7 +174,7 @@ def _wrapped(console: Console, renderable: RenderableType, indent: int = 0) -> N
 
 
 def _header(diagnosis: Diagnosis) -> str:
-    if diagnosis.kernels is not None:
+    if diagnosis.kernels is not None and diagnosis.meta.get("source"):  # a trace, not a run
         paths = diagnosis.kernels.paths
         what = paths[0] if len(paths) == 1 else f"{len(paths)} traces ({paths[0]}, …)"
         return f"gpuwhy: profiler trace {what} — {diagnosis.duration_s:.2f} s profiled"
@@ -185,9 +185,22 @@ def _header(diagnosis: Diagnosis) -> str:
     return f"gpuwhy: {command} — {diagnosis.duration_s:.1f} s{exit_text}"
 
 
+def _window_line(window: Mapping[str, Any]) -> str:
+    steps, skipped = window.get("steps"), window.get("skipped_steps")
+    text = f"profiler window: {steps} steps after the first {skipped}"
+    if window.get("steps_asked") not in (None, steps):
+        text += f" (of {window['steps_asked']} asked: the job ended inside the window)"
+    ratio = window.get("inside_over_outside")
+    if ratio:
+        text += f"; steps inside took {ratio:.2f}x as long as outside (the profiler's own cost)"
+    if window.get("export_s") is not None:
+        text += f"; writing the trace paused the job {window['export_s']:.1f} s"
+    return text + f"; trace: {window.get('path')}"
+
+
 def _kernel_lines(kernels: Any) -> list[str]:
-    """Per rank, what the device did in a typical profiled step (medians per step)."""
-    lines = []
+    """Per rank, what the device did in the profiled steps."""
+    lines = [_window_line(kernels.window)] if kernels.window else []
     for rank in kernels.ranks:
         label = "the trace" if rank.rank is None else f"rank {rank.rank}"
         if rank.gpu_busy is None:

@@ -32,7 +32,7 @@ from types import FrameType
 from typing import Any
 
 from gpuwhy.errors import ExitCode, GpuwhyError
-from gpuwhy.wire import ENV_BOOT, ENV_RUN_ID, ENV_SOCKET
+from gpuwhy.wire import ENV_BOOT, ENV_PROFILE, ENV_RUN_ID, ENV_SOCKET
 
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 """Signals that gpuwhy passes on to the child as they are."""
@@ -63,6 +63,7 @@ def child_environment(
     hooks: bool = True,
     run_id: str | None = None,
     environ: Mapping[str, str] = os.environ,
+    profile: tuple[int, int, Path] | None = None,
 ) -> dict[str, str]:
     """The job's environment: gpuwhy's, plus the socket, the run id and (with hooks) the boot dir.
 
@@ -81,6 +82,10 @@ def child_environment(
         env.pop(ENV_BOOT, None)
     else:
         env[ENV_BOOT] = "0"
+    env.pop(ENV_PROFILE, None)  # a window is opened only when this run asks for one
+    if profile is not None and boot is not None:
+        skip, steps, directory = profile
+        env[ENV_PROFILE] = f"{skip}:{steps}:{directory}"
     return env
 
 

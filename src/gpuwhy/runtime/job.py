@@ -39,6 +39,8 @@ class JobOptions:
     probe_environment: bool = True
     redact: bool = True  # mask credentials in the recorded command (`--no-redact`: False)
     environment_wait_s: float = WAIT_AT_EXIT_S
+    # `--profile`: (steps skipped, steps profiled, the directory the traces go to)
+    profile: tuple[int, int, Path] | None = None
 
 
 @dataclass
@@ -92,7 +94,9 @@ def run_job(
     stop_display: Callable[[], None] | None = None
     try:
         socket_path = session.listener.path if session.listener is not None else None
-        env = child_environment(socket_path, hooks=options.hooks, environ=environ)
+        env = child_environment(
+            socket_path, hooks=options.hooks, environ=environ, profile=options.profile
+        )
         python = job_interpreter(options.command, env)
         command = list(options.command)
         session.set_meta("command", redact_command(command) if options.redact else command)

@@ -206,6 +206,8 @@ def _take_runtime(
     if "Launch" in name or name.endswith("Async"):
         trace.launch_calls += 1
         trace.launch_call_ns += end - start
+        trace.launch_call_start_ns.append(start)
+        trace.launch_call_dur_ns.append(end - start)
     plain = "cuda" + name[3:] if name.startswith("hip") else name
     if plain in _BLOCKING:
         trace.syncs.append(HostCall(name, start, end, _thread(tid)))

@@ -74,6 +74,9 @@ class RankTrace:
     launch_start_ns: dict[int, int] = field(default_factory=dict)
     launch_calls: int = 0
     launch_call_ns: int = 0  # summed duration of the launch calls
+    # each launch call (cudaLaunchKernel, cudaMemcpyAsync...): start and duration, in trace order
+    launch_call_start_ns: array[int] = field(default_factory=lambda: array("q"))
+    launch_call_dur_ns: array[int] = field(default_factory=lambda: array("q"))
     steps: list[tuple[int, int, int]] = field(default_factory=list)  # (number, start, end)
     loader: list[HostCall] = field(default_factory=list)  # enumerate(DataLoader)#...__next__
     optimizer: list[HostCall] = field(default_factory=list)  # Optimizer.step#...

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuwhy.analysis.diagnose import DeviceStats, Diagnosis
 from gpuwhy.analysis.framework import Framework
 from gpuwhy.analysis.kernels.breakdown import temporal, without_last_step
 from gpuwhy.analysis.kernels.findings import CHECKS
+from gpuwhy.analysis.kernels.ranks import rank_imbalance
 from gpuwhy.analysis.kernels.steps import RankFacts, StepFacts, rank_facts
 from gpuwhy.analysis.phases import PhaseStats, weighted_percentile
 from gpuwhy.model import NS_PER_S, DeviceInfo, Finding, sort_findings
@@ -68,6 +70,7 @@ class KernelReport:
     source: str  # what was read: "kineto"
     paths: list[str]
     ranks: list[RankSummary]
+    window: Mapping[str, Any] | None = None  # `run --profile`: the window's bounds and cost
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -220,6 +223,9 @@ def diagnose_traces(traces: Sequence[RankTrace], source: str = "kineto") -> Diag
             finding = check(rank, name)
             if finding is not None:
                 findings.append(finding)
+    imbalance = rank_imbalance(facts, name)
+    if imbalance is not None:
+        findings.append(imbalance)
     return Diagnosis(
         command=[],
         exit_code=None,

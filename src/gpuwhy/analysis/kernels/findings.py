@@ -1,4 +1,5 @@
-"""Kernel-aware findings from a rank's steps: INPUT_BOUND (exposed wait only) and LAUNCH_BOUND.
+"""Kernel-aware findings from a rank's steps: INPUT_BOUND (exposed wait only), LAUNCH_BOUND or
+HOST_BOUND (the device waits for the host), SYNC_BOUND and PAGEABLE_COPY.
 
 Shares are of the profiled steps' summed time, as the phase table's; speed-ups are Amdahl's over
 those steps: their time over their time less the idle the fix removes. Kernel sizes are medians.
@@ -10,6 +11,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from gpuwhy.analysis.kernels.steps import RankFacts, StepFacts
+from gpuwhy.analysis.rules.host import HOST_FIXES, SYNC_FIXES
 from gpuwhy.analysis.rules.input_bound import FIXES as INPUT_FIXES
 from gpuwhy.analysis.rules.input_bound import HIGH_FRACTION, MODERATE_FRACTION
 from gpuwhy.analysis.rules.input_bound import REFERENCE as INPUT_REFERENCE
@@ -104,49 +106,217 @@ def input_bound(facts: RankFacts, phase: str) -> Finding | None:
 
 def _launch_gap_ns(step: StepFacts) -> int:
     """Host-wait idle not explained by data loading or blocking syncs: launch overhead."""
-    return max(step.host_wait_ns - step.loader_exposed_ns - step.sync_exposed_ns, 0)
+    return max(step.host_wait_ns - step.loader_exposed_ns - step.sync_idle_ns, 0)
 
 
-def launch_bound(facts: RankFacts, phase: str) -> Finding | None:
-    """The device runs short kernels and idles between them, waiting for the host to launch."""
+LAUNCH_SHARE = 0.5
+"""Launch calls must take at least half of the device's wait for the host to call it launch
+overhead; below, the host is busy with other work (Python, CPU operators, the profiler)."""
+
+
+def host_wait(facts: RankFacts, phase: str) -> Finding | None:
+    """The device idles, waiting for the host to launch its next work: LAUNCH_BOUND when the
+    launch calls themselves take the time (short kernels one by one), else HOST_BOUND."""
     steps = facts.steps
     trace = facts.trace
     if not steps or not facts.has_device_work or not trace.launch_calls:
         return None
     fraction = _fraction(steps, _launch_gap_ns)
+    if fraction < LAUNCH_HIGH_FRACTION:
+        return None
+    gap_ns = sum(_launch_gap_ns(s) for s in steps)
+    launch_share = min(sum(s.launch_ns for s in steps) / gap_ns, 1.0) if gap_ns else 0.0
     launch_call_us = trace.launch_call_ns / trace.launch_calls / 1000
     medians = [s.kernel_median_ns for s in steps if s.kernel_median_ns is not None]
     kernel_us = _median(medians) / 1000
-    if fraction < LAUNCH_HIGH_FRACTION or kernel_us >= launch_call_us:
-        return None
+    launch = launch_share >= LAUNCH_SHARE and kernel_us < launch_call_us
+    kernels = _median([s.kernels for s in steps])
+    evidence = {
+        "phase": phase,
+        "rank": trace.rank,
+        "host_wait_fraction": _r(fraction),
+        "launch_call_share_of_wait": _r(launch_share),
+        "kernels_per_step": kernels,
+        "kernel_median_us": _r(kernel_us, 2),
+        "launch_call_mean_us": _r(launch_call_us, 2),
+        "step_time_ms": _r(_median([s.time_ns / 1e6 for s in steps]), 2),
+        "gpu_busy": _r(_fraction(steps, lambda s: s.time_ns - s.idle_ns)),
+        "threshold_fraction": LAUNCH_HIGH_FRACTION,
+        "reference": LAUNCH_REFERENCE,
+    }
+    method = (
+        "at most: the device's waits for the host (outside data loading and syncs) removed from "
+        "each step, as if the step's work were queued at once"
+    )
+    if launch:
+        return Finding(
+            code="LAUNCH_BOUND",
+            severity=Severity.WARNING,
+            title=(
+                f"{_who(facts)}the GPU waits for the host to launch kernels {fraction:.0%} of "
+                f"the steps' time ({kernels:.0f} short kernels a step)"
+            ),
+            evidence=evidence,
+            fix=LAUNCH_FIX,
+            speedup=_speedup(steps, _launch_gap_ns),
+            speedup_method=method,
+        )
     return Finding(
-        code="LAUNCH_BOUND",
+        code="HOST_BOUND",
         severity=Severity.WARNING,
         title=(
-            f"{_who(facts)}the GPU waits for the host to launch kernels "
-            f"{fraction:.0%} of the steps' time ({_median([s.kernels for s in steps]):.0f} short "
-            "kernels a step)"
+            f"{_who(facts)}the GPU waits for the host {fraction:.0%} of the steps' time; "
+            f"launching takes only {launch_share:.0%} of that wait: the host is busy elsewhere"
+        ),
+        evidence=evidence,
+        fix=HOST_FIXES["torch"]
+        + " With the profiler on, its own overhead (`with_stack`, `profile_memory`) adds host "
+        "time: profile again without them to confirm.",
+        speedup=_speedup(steps, _launch_gap_ns),
+        speedup_method=method,
+    )
+
+
+SYNC_REFERENCE = "Nsight Systems cuda_api_sync rule; XProf high band (>= 15 %) for host time"
+
+
+def _synced_steps(steps: Sequence[StepFacts]) -> int:
+    return sum(1 for s in steps if s.sync_ns > 0)
+
+
+def sync_bound(facts: RankFacts, phase: str) -> Finding | None:
+    """The host blocks on the device inside the steps, and the device then idles until the host
+    has launched again: host and device take turns."""
+    steps = facts.steps
+    if not steps or not facts.has_device_work:
+        return None
+    fraction = _fraction(steps, lambda s: s.sync_idle_ns)
+    if fraction < LAUNCH_HIGH_FRACTION or 2 * _synced_steps(steps) < len(steps):
+        return None
+    calls = [c.name for c in facts.trace.syncs]
+    return Finding(
+        code="SYNC_BOUND",
+        severity=Severity.WARNING,
+        title=(
+            f"{_who(facts)}the host waits for the GPU inside the steps, then the GPU idles "
+            f"{fraction:.0%} of the steps' time until the host launches again"
         ),
         evidence={
             "phase": phase,
-            "rank": trace.rank,
-            "launch_wait_fraction": _r(fraction),
-            "kernels_per_step": _median([s.kernels for s in steps]),
-            "kernel_median_us": _r(kernel_us, 2),
-            "launch_call_mean_us": _r(launch_call_us, 2),
+            "rank": facts.trace.rank,
+            "sync_idle_fraction": _r(fraction),
+            "sync_ms_per_step": _r(_mean_ms(steps, lambda s: s.sync_ns), 2),
+            "synced_step_fraction": _r(_synced_steps(steps) / len(steps)),
+            "sync_calls": sorted(set(calls)),
             "step_time_ms": _r(_median([s.time_ns / 1e6 for s in steps]), 2),
-            "gpu_busy": _r(_fraction(steps, lambda s: s.time_ns - s.idle_ns)),
             "threshold_fraction": LAUNCH_HIGH_FRACTION,
-            "reference": LAUNCH_REFERENCE,
+            "reference": SYNC_REFERENCE,
         },
-        fix=LAUNCH_FIX,
-        speedup=_speedup(steps, _launch_gap_ns),
+        fix=SYNC_FIXES["torch"],
+        speedup=_speedup(steps, lambda s: s.sync_idle_ns),
         speedup_method=(
-            "at most: the device's waits for launches (host-wait idle outside data loading and "
-            "syncs) removed from each step, as if the step's kernels were queued at once"
+            "the device's idle gaps that began inside a blocking sync removed from each step "
+            "(the host would have queued the next work while the device ran)"
         ),
     )
 
 
-CHECKS = (input_bound, launch_bound)
-CODES = ("INPUT_BOUND", "LAUNCH_BOUND")
+PAGEABLE_FIX = (
+    "Copy from pinned memory, asynchronously: `DataLoader(..., pin_memory=True)` and "
+    "`batch.to(device, non_blocking=True)` (or `tensor.pin_memory()` for tensors made by hand); "
+    "copy results back every N steps, not every step."
+)
+PAGEABLE_REFERENCE = (
+    "Nsight Systems cuda_memcpy_async rule (pageable copies block; use pinned memory); "
+    "XProf counts host-to-device time as input time (>= 5 % moderate, >= 20 % high)"
+)
+
+
+def pageable_copy(facts: RankFacts, phase: str) -> Finding | None:
+    """Host<->device copies from pageable memory take a share of the steps: they block the
+    host and cannot overlap with compute."""
+    steps = facts.steps
+    if not steps or not facts.has_device_work:
+        return None
+    fraction = _fraction(steps, lambda s: s.pageable_copy_ns)
+    if fraction < MODERATE_FRACTION:
+        return None
+    high = fraction >= HIGH_FRACTION
+    return Finding(
+        code="PAGEABLE_COPY",
+        severity=Severity.WARNING if high else Severity.INFO,
+        title=(
+            f"{_who(facts)}copies from pageable host memory take {fraction:.0%} of the steps' "
+            "time on the GPU"
+        ),
+        evidence={
+            "phase": phase,
+            "rank": facts.trace.rank,
+            "pageable_copy_fraction": _r(fraction),
+            "not_under_compute_fraction": _r(_fraction(steps, lambda s: s.pageable_copy_alone_ns)),
+            "pageable_copy_ms_per_step": _r(_mean_ms(steps, lambda s: s.pageable_copy_ns), 2),
+            "band": "high" if high else "moderate",
+            "threshold_fraction": HIGH_FRACTION if high else MODERATE_FRACTION,
+            "reference": PAGEABLE_REFERENCE,
+        },
+        fix=PAGEABLE_FIX,
+        speedup=_speedup(steps, lambda s: s.pageable_copy_alone_ns),
+        speedup_method=(
+            "at most: the pageable copies' time not hidden under compute overlapped with it "
+            "(pinned, asynchronous copies on their own stream); their faster transfer not counted"
+        ),
+    )
+
+
+COMMS_FIX = (
+    "Overlap the collectives with compute: keep DDP's overlap with the backward pass (bucket "
+    "gradients: `DistributedDataParallel(model, bucket_cap_mb=50, gradient_as_bucket_view=True)`);"
+    " FSDP: `backward_prefetch=BackwardPrefetch.BACKWARD_PRE, forward_prefetch=True`; accumulate "
+    "gradients over N micro-batches inside `with model.no_sync():` so the all-reduce runs once "
+    "per N; check the interconnect NCCL uses (`NCCL_DEBUG=INFO`: NVLink/InfiniBand, not sockets)."
+    " A collective also waits for the slowest rank: compare the ranks' compute per step."
+)
+COMMS_REFERENCE = (
+    "XProf device-collectives band (>= 3 % moderate, >= 15 % high); HTA communication/compute "
+    "overlap"
+)
+
+
+def exposed_comms(facts: RankFacts, phase: str) -> Finding | None:
+    """Collectives run with no compute beside them: the step waits for the network (or for the
+    slowest rank, which the collective also waits for)."""
+    steps = facts.steps
+    if not steps or not facts.has_device_work:
+        return None
+    fraction = _fraction(steps, lambda s: s.communication_ns - s.comm_overlap_ns)
+    if fraction < LAUNCH_HIGH_FRACTION:
+        return None
+    comm = sum(s.communication_ns for s in steps)
+    return Finding(
+        code="EXPOSED_COMMS",
+        severity=Severity.WARNING,
+        title=(
+            f"{_who(facts)}collectives run with no compute beside them {fraction:.0%} of the "
+            "steps' time"
+        ),
+        evidence={
+            "phase": phase,
+            "rank": facts.trace.rank,
+            "world_size": facts.trace.world_size,
+            "exposed_comm_fraction": _r(fraction),
+            "comm_fraction": _r(_fraction(steps, lambda s: s.communication_ns)),
+            "comm_overlap": _r(sum(s.comm_overlap_ns for s in steps) / comm) if comm else None,
+            "step_time_ms": _r(_median([s.time_ns / 1e6 for s in steps]), 2),
+            "threshold_fraction": LAUNCH_HIGH_FRACTION,
+            "reference": COMMS_REFERENCE,
+        },
+        fix=COMMS_FIX,
+        speedup=_speedup(steps, lambda s: s.communication_ns - s.comm_overlap_ns),
+        speedup_method=(
+            "at most: the communication not covered by compute hidden under it (the step as "
+            "long as its compute); the collectives' wait for slower ranks is part of it"
+        ),
+    )
+
+
+CHECKS = (input_bound, host_wait, sync_bound, pageable_copy, exposed_comms)

@@ -13,9 +13,11 @@ Idle time of the device inside a window is split the way Holistic Trace Analysis
   cost of starting back-to-back kernels;
 - *other*: queued work that still did not start (waits on events, other streams, copies).
 
-*Exposed* host waits (data loader, blocking syncs) are the parts of those calls during which the
-device was idle: a wait the device spends running kernels already queued costs nothing, and
-counting it would over-read on real traces (docs/traces.md, "Exposed waits").
+The data loader's *exposed* wait is the part of its calls during which the device was idle: a
+wait the device spends running kernels already queued costs nothing, and counting it would
+over-read on real traces (docs/traces.md, "Exposed waits"). A blocking sync costs the other way
+round: while the host waits, the device finishes its queue, then idles until the host has
+launched again; that gap, begun inside the sync, is the sync's cost (less any loading in it).
 """
 
 from __future__ import annotations
@@ -54,9 +56,11 @@ class StepFacts:
     kernel_median_ns: float | None
     loader_ns: int  # host time in the data loader's __next__
     loader_exposed_ns: int  # of it, while the device was idle
+    launch_ns: int  # host time in launch calls (cudaLaunchKernel, cudaMemcpyAsync...)
     sync_ns: int  # host time blocked in synchronising calls
-    sync_exposed_ns: int
+    sync_idle_ns: int  # device idle in the gaps that began while the host was blocked in a sync
     pageable_copy_ns: int  # device time of copies from/to pageable host memory
+    pageable_copy_alone_ns: int  # of it, not hidden under compute
     optimizer_ns: int
 
     @property
@@ -98,6 +102,21 @@ def _overlap(first: Sequence[Interval], second: Sequence[Interval]) -> int:
     return covered
 
 
+def _sync_idle(
+    gaps: Sequence[Interval], syncs: Sequence[Interval], loader: Sequence[Interval]
+) -> int:
+    """Idle time of the gaps that began while the host was blocked in a sync, loading apart."""
+    if not syncs:
+        return 0
+    starts = [start for start, _ in syncs]
+    idle = 0
+    for lo, hi in gaps:
+        index = bisect.bisect_right(starts, lo) - 1
+        if index >= 0 and syncs[index][1] >= lo:
+            idle += hi - lo - _overlap([(lo, hi)], loader)
+    return idle
+
+
 def _calls(calls: Sequence[HostCall], start: int, end: int) -> list[Interval]:
     return union((c.start_ns, c.end_ns) for c in calls if start <= c.start_ns < end)
 
@@ -113,6 +132,8 @@ class _Columns:
     pageable: list[Interval]
     busy: dict[int, list[Interval]]
     all_busy: list[Interval]
+    launch_starts: list[int]  # the host's launch calls, sorted by start
+    launch_cumulative: list[int]  # their summed durations up to each (prefix sums)
 
 
 def _columns(trace: RankTrace) -> _Columns:
@@ -139,7 +160,23 @@ def _columns(trace: RankTrace) -> _Columns:
         pageable=union(pageable),
         busy={device: union(spans) for device, spans in per_device.items()},
         all_busy=union(zip(starts, ends, strict=True)),
+        **_launch_columns(trace),
     )
+
+
+def _launch_columns(trace: RankTrace) -> dict[str, list[int]]:
+    calls = sorted(zip(trace.launch_call_start_ns, trace.launch_call_dur_ns, strict=True))
+    cumulative = [0]
+    for _, duration in calls:
+        cumulative.append(cumulative[-1] + duration)
+    return {"launch_starts": [start for start, _ in calls], "launch_cumulative": cumulative}
+
+
+def _launch_ns(columns: _Columns, start: int, end: int) -> int:
+    """Host time in the launch calls that began inside ``[start, end)``."""
+    first = bisect.bisect_left(columns.launch_starts, start)
+    last = bisect.bisect_left(columns.launch_starts, end)
+    return columns.launch_cumulative[last] - columns.launch_cumulative[first]
 
 
 def _split_idle(columns: _Columns, gaps: Sequence[Interval]) -> tuple[int, int, int]:
@@ -189,6 +226,7 @@ def _step(trace: RankTrace, columns: _Columns, number: int, start: int, end: int
     first = bisect.bisect_left(columns.starts, start)
     last = bisect.bisect_left(columns.starts, end)
     durations = [columns.ends[i] - columns.starts[i] for i in range(first, last)]
+    pageable = clip(columns.pageable, start, end)
     loader = _calls(trace.loader, start, end)
     syncs = _calls(trace.syncs, start, end)
     return StepFacts(
@@ -209,8 +247,10 @@ def _step(trace: RankTrace, columns: _Columns, number: int, start: int, end: int
         kernel_median_ns=statistics.median(durations) if durations else None,
         loader_ns=total_ns(loader),
         loader_exposed_ns=_overlap(loader, gaps),
+        launch_ns=_launch_ns(columns, start, end),
         sync_ns=total_ns(syncs),
-        sync_exposed_ns=_overlap(syncs, gaps),
-        pageable_copy_ns=total_ns(clip(columns.pageable, start, end)),
+        sync_idle_ns=_sync_idle(gaps, syncs, loader),
+        pageable_copy_ns=total_ns(pageable),
+        pageable_copy_alone_ns=total_ns(pageable) - _overlap(pageable, compute),
         optimizer_ns=total_ns(_calls(trace.optimizer, start, end)),
     )

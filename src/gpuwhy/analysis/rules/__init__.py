@@ -51,7 +51,9 @@ RUNTIME_CODES = (
     "SYNC_BOUND",
     "IDLE_GPUS",
     "GPU_IMBALANCE",
+    "EXPOSED_COMMS",  # from profiler traces (analysis/kernels)
     "TRANSFER_BOUND",
+    "PAGEABLE_COPY",  # from profiler traces (analysis/kernels)
     "THROTTLED",
     "MEMORY_PRESSURE",
     "GPU_BOUND",
