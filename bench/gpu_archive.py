@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-TRACE_PATTERNS = ("*.trace.json.gz", "*.profile.zip")
+TRACE_PATTERNS = ("*.trace.json.gz", "*.profile.zip", "*.pt.trace.json")
 LEFT_HERE = {".cache", "logs"}  # the probe cache; logs (their tails are in the manifest)
 
 

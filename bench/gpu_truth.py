@@ -3,8 +3,10 @@
 On a machine with an NVIDIA GPU (PyTorch and JAX with CUDA; no TensorFlow needed), each scenario
 of bench/gpu_scenarios.py runs its slow and its fixed variant alternately under `gpuwhy run`
 (the order swapped every pair), then once more with the framework's profiler on the slow
-variant. Each job times itself (bench/gpu_jobs/jobkit.py), so the truth gpuwhy is later checked
-against — the speed-up of the fix, the share of time the fix removes — never comes from gpuwhy.
+variant, and for the scenarios a trace finding names, once each under `gpuwhy run --profile`,
+whose kernel traces make real slow/fixed pairs for the trace findings. Each job times itself
+(bench/gpu_jobs/jobkit.py), so the truth gpuwhy is later checked against — the speed-up of the
+fix, the share of time the fix removes — never comes from gpuwhy.
 Part 3 adds `gpuwhy doctor --save`, the repository's `gpu`-marked tests, the sampler's cost with
 NVML at 10 Hz and the overhead of `gpuwhy run` on the healthy job (bench/overhead.py).
 
@@ -44,6 +46,10 @@ ROOT = HERE.parent
 ARCHIVE_LIMIT_BYTES = 16 * 2**20  # what one file back from the GPU machine may weigh
 RUN_TIMEOUT_S = {"gpu": 150, "tiny": 90}
 FIRST_GUESS_S = {"gpu": 25.0, "tiny": 8.0}  # a run's time before one has been measured
+# The PyTorch scenarios whose slow variant a trace finding names (INPUT_BOUND, LAUNCH_BOUND,
+# SYNC_BOUND, PAGEABLE_COPY): each also runs slow and fixed under `gpuwhy run --profile`. The
+# dry run keeps the first, so CI exercises the path.
+WINDOW_SCENARIOS = ("torch_loader", "tiny_batch", "item_sync", "pageable_copy")
 
 
 class KitUsage(Exception):
@@ -127,6 +133,7 @@ def _under_gpuwhy(
     scenario: Scenario,
     label: str,
     job_args: list[str],
+    run_args: tuple[str, ...] = (),
 ) -> dict[str, Any] | None:
     folder = capture.work / scenario.name
     folder.mkdir(exist_ok=True)
@@ -141,6 +148,7 @@ def _under_gpuwhy(
         str(folder / f"{label}.gpuwhy.db"),
         "--json",
         str(folder / f"{label}.report.json"),
+        *run_args,
         "--",
         py,
         str(scenario.script),
@@ -162,6 +170,13 @@ def run_scenario(capture: Capture, scenario: Scenario, pairs: int) -> None:
         for variant in order:
             extra = ["--fixed"] if variant == "fixed" else []
             _under_gpuwhy(capture, scenario, f"{variant}-{pair}", extra)
+    windowed = WINDOW_SCENARIOS if capture.size == "gpu" else WINDOW_SCENARIOS[:1]
+    if scenario.name in windowed:
+        # gpuwhy's own zero-code window on both variants: a real slow/fixed pair of kernel traces
+        # for the trace findings' speed-ups (docs/traces.md).
+        for variant in ("slow", "fixed"):
+            extra = ["--fixed"] if variant == "fixed" else []
+            _under_gpuwhy(capture, scenario, f"window-{variant}", extra, ("--profile", "5"))
     suffix = ".trace.json.gz" if scenario.framework == "torch" else ".profile.zip"
     _under_gpuwhy(
         capture,

@@ -87,6 +87,13 @@ def test_the_archive_fits_and_holds_a_recording_report_and_truth_per_run(
             for suffix in (".gpuwhy.db", ".report.json", ".truth.json"):
                 assert f"{scenario.name}/{run}{suffix}" in names, (scenario.name, run, suffix)
     assert "torch_loader/profile.trace.json.gz" in names
+    for variant in ("slow", "fixed"):  # gpuwhy's own window: a kernel-trace pair
+        assert f"torch_loader/window-{variant}.report.json" in names
+        assert any(
+            name.startswith(f"torch_loader/window-{variant}.gpuwhy.profile/")
+            and name.endswith(".pt.trace.json")
+            for name in names
+        ), variant
     assert {
         "extras/doctor.json",
         "extras/pytest-gpu.xml",

@@ -24,7 +24,7 @@ def _whole(path: Path) -> dict:
 
 
 def test_the_test_data_is_all_there() -> None:
-    assert len(ALL) == 13, ALL
+    assert len(ALL) == 13, ALL  # gzip-compressed Kineto traces
     assert (DATA / "README.md").exists()
 
 

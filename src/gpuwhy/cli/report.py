@@ -29,8 +29,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "recording",
         metavar="REC",
-        help="a .gpuwhy.db recording, a PyTorch profiler trace (*.pt.trace.json[.gz]) or a "
-        "directory of them (one per rank)",
+        help="a .gpuwhy.db recording; a PyTorch profiler trace (*.pt.trace.json[.gz]) or a "
+        "directory of them (one per rank); a TensorFlow/JAX profile (*.xplane.pb, or its "
+        "TensorBoard log directory)",
     )
     parser.add_argument(
         "--json", action="store_true", help="write the report as JSON to stdout instead"

@@ -206,6 +206,8 @@ def _kernel_lines(kernels: Any) -> list[str]:
         if rank.gpu_busy is None:
             lines.append(f"{label}: no GPU work in the trace ({rank.steps} steps)")
             continue
+        if not rank.step_markers:
+            label += " (no step markers: its device work as one step; no findings without steps)"
         idle, work = rank.idle_split, rank.work_split
         text = (
             f"{label}: GPU busy {rank.gpu_busy:.0%} of the steps; idle: waiting for the host "

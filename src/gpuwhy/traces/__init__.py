@@ -1,6 +1,7 @@
 """gpuwhy.traces: profiler traces users already have, read into what the kernel analysis needs.
 
-`load_traces(path)` takes a Kineto trace file or a directory of them (one file per rank).
+`load_traces(path)` takes a Kineto trace file or a directory of them (one file per rank), or a
+TensorFlow/JAX profile (`*.xplane.pb`, or the log directory that holds them).
 """
 
 from gpuwhy.traces.kineto import TraceError, read_kineto

@@ -1,4 +1,5 @@
-"""Find and read the traces a path names: one trace file, or a directory of them (one per rank).
+"""Find and read the traces a path names: one trace file, or a directory of them (one per rank
+for Kineto; a TensorBoard log directory's newest profiling run, one file a host, for XPlane).
 
 A gpuwhy recording is SQLite; a trace is JSON (plain or gzip). The first bytes tell them apart,
 whatever the file is called.
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from gpuwhy.traces.kineto import TraceError, read_kineto
 from gpuwhy.traces.rank_trace import RankTrace
+from gpuwhy.traces.xplane import read_xplane, xplane_files
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -60,10 +62,8 @@ def load_traces(path: str) -> list[RankTrace]:
     """Every rank's trace under ``path``, ordered by rank; TraceError (exit 2) if there is none."""
     candidate = Path(path)
     if _has_xplane(candidate):
-        raise TraceError(
-            f"{path} holds a TensorFlow/JAX profile (.xplane.pb), which gpuwhy does not read yet",
-            "profile the job with torch.profiler, or run it under 'gpuwhy run' instead",
-        )
+        files = [candidate] if candidate.is_file() else xplane_files(candidate)
+        return [read_xplane(str(file)) for file in files]
     if candidate.is_dir():
         files = [file for file in _trace_files(candidate) if _looks_like_trace_file(file)]
         if not files:

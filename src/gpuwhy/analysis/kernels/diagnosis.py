@@ -47,6 +47,7 @@ class RankSummary:
     path: str
     devices: dict[int, str]
     steps: int
+    step_markers: bool  # False: the trace had none, its device work counts as one step
     step_time_p50_s: float | None
     gpu_busy: float | None  # union of device work / step time
     idle_split: dict[str, float]  # host_wait, kernel_wait, other: fractions of step time
@@ -127,6 +128,7 @@ def summarise_rank(facts: RankFacts) -> RankSummary:
         path=trace.path,
         devices={d: trace.devices.get(d, "GPU") for d in facts.devices},
         steps=len(steps),
+        step_markers=facts.marked,
         step_time_p50_s=_per_step(steps, "time_ns", NS_PER_S),
         gpu_busy=round(1 - _fraction(steps, "idle_ns"), 4) if work else None,
         idle_split={
@@ -219,11 +221,13 @@ def diagnose_traces(traces: Sequence[RankTrace], source: str = "kineto") -> Diag
     phases = {name: _phase(name, first, duration_ns)} if first.steps else {}
     findings: list[Finding] = []
     for rank in facts:
+        if not rank.marked:
+            continue  # without steps the window holds start-up and pauses: no speed-up to give
         for check in CHECKS:
             finding = check(rank, name)
             if finding is not None:
                 findings.append(finding)
-    imbalance = rank_imbalance(facts, name)
+    imbalance = rank_imbalance([f for f in facts if f.marked], name)
     if imbalance is not None:
         findings.append(imbalance)
     return Diagnosis(

@@ -80,6 +80,7 @@ class RankFacts:
     trace: RankTrace
     steps: list[StepFacts] = field(default_factory=list)
     devices: list[int] = field(default_factory=list)  # devices the rank ran work on
+    marked: bool = True  # False: no step markers, the trace's device work is one window
 
     @property
     def has_device_work(self) -> bool:
@@ -197,9 +198,12 @@ def _split_idle(columns: _Columns, gaps: Sequence[Interval]) -> tuple[int, int, 
     return host, kernel, other
 
 
-def _step_windows(trace: RankTrace) -> list[tuple[int, int, int]]:
-    """(number, start, end): each step runs to the next one's start, the last to its own end."""
+def _step_windows(trace: RankTrace, columns: _Columns) -> list[tuple[int, int, int]]:
+    """(number, start, end): each step runs to the next one's start, the last to its own end.
+    A trace without step markers is one window, from its first device work to its last."""
     steps = sorted(trace.steps, key=lambda step: step[1])
+    if not steps and columns.starts:
+        return [(0, columns.starts[0], max(columns.ends))]
     windows = []
     for index, (number, start, end) in enumerate(steps):
         stop = steps[index + 1][1] if index + 1 < len(steps) else end
@@ -212,7 +216,8 @@ def rank_facts(trace: RankTrace) -> RankFacts:
     """Per-step kernel-level facts of one rank's trace."""
     columns = _columns(trace)
     facts = RankFacts(trace=trace, devices=sorted(columns.busy))
-    for number, start, end in _step_windows(trace):
+    facts.marked = bool(trace.steps)
+    for number, start, end in _step_windows(trace, columns):
         facts.steps.append(_step(trace, columns, number, start, end))
     return facts
 
