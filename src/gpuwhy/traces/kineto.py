@@ -204,10 +204,7 @@ def _take_runtime(
     if correlation:
         trace.launch_start_ns[correlation] = start
     if "Launch" in name or name.endswith("Async"):
-        trace.launch_calls += 1
-        trace.launch_call_ns += end - start
-        trace.launch_call_start_ns.append(start)
-        trace.launch_call_dur_ns.append(end - start)
+        trace.add_launch(start, end)
     plain = "cuda" + name[3:] if name.startswith("hip") else name
     if plain in _BLOCKING:
         trace.syncs.append(HostCall(name, start, end, _thread(tid)))

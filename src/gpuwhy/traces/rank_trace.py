@@ -72,8 +72,6 @@ class RankTrace:
     ops: DeviceOps = field(default_factory=DeviceOps)
     # correlation id -> start of the host call that launched it (cudaLaunchKernel, ...)
     launch_start_ns: dict[int, int] = field(default_factory=dict)
-    launch_calls: int = 0
-    launch_call_ns: int = 0  # summed duration of the launch calls
     # each launch call (cudaLaunchKernel, cudaMemcpyAsync...): start and duration, in trace order
     launch_call_start_ns: array[int] = field(default_factory=lambda: array("q"))
     launch_call_dur_ns: array[int] = field(default_factory=lambda: array("q"))
@@ -83,3 +81,16 @@ class RankTrace:
     syncs: list[HostCall] = field(default_factory=list)  # host blocked on the device
     backward_seen: bool = False  # autograd ran: a training job, not inference
     events: int = 0  # trace events read
+
+    def add_launch(self, start_ns: int, end_ns: int) -> None:
+        self.launch_call_start_ns.append(start_ns)
+        self.launch_call_dur_ns.append(end_ns - start_ns)
+
+    @property
+    def launch_calls(self) -> int:
+        return len(self.launch_call_start_ns)
+
+    @property
+    def launch_call_ns(self) -> int:
+        """Summed duration of the launch calls."""
+        return sum(self.launch_call_dur_ns)

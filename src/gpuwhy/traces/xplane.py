@@ -181,10 +181,7 @@ def _take_host_plane(trace: RankTrace, plane: Any) -> None:
             correlation = _stat(event, stat_names, "correlation_id")
             if correlation:
                 trace.launch_start_ns[int(correlation)] = start
-                trace.launch_calls += 1
-                trace.launch_call_ns += end - start
-                trace.launch_call_start_ns.append(start)
-                trace.launch_call_dur_ns.append(end - start)
+                trace.add_launch(start, end)
             elif name.startswith("IteratorGetNext"):
                 trace.loader.append(HostCall(name, start, end, line.id))
             elif name in _SYNC_NAMES:
