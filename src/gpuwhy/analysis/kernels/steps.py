@@ -27,7 +27,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpuwhy.analysis.intervals import Interval, clip, subtract, total_ns, union
+from gpuwhy.analysis.intervals import Interval, IntervalSet, subtract, total_ns, union
 from gpuwhy.traces import HostCall, OpKind, RankTrace
 
 KERNEL_WAIT_NS = 30_000
@@ -129,10 +129,12 @@ class _Columns:
     starts: list[int]
     ends: list[int]
     launched: list[int | None]  # start of the host call that launched it
-    by_kind: dict[OpKind, list[Interval]]
-    pageable: list[Interval]
-    busy: dict[int, list[Interval]]
-    all_busy: list[Interval]
+    # Each a union with binary-search clipping: a step looks only at its own window, so a
+    # trace of hundreds of steps costs steps x log(intervals), not steps x intervals.
+    by_kind: dict[OpKind, IntervalSet]
+    pageable: IntervalSet
+    busy: dict[int, IntervalSet]
+    all_busy: IntervalSet
     launch_starts: list[int]  # the host's launch calls, sorted by start
     launch_cumulative: list[int]  # their summed durations up to each (prefix sums)
 
@@ -157,10 +159,10 @@ def _columns(trace: RankTrace) -> _Columns:
         starts=starts,
         ends=ends,
         launched=launched,
-        by_kind={kind: union(spans) for kind, spans in by_kind.items()},
-        pageable=union(pageable),
-        busy={device: union(spans) for device, spans in per_device.items()},
-        all_busy=union(zip(starts, ends, strict=True)),
+        by_kind={kind: IntervalSet(spans) for kind, spans in by_kind.items()},
+        pageable=IntervalSet(pageable),
+        busy={device: IntervalSet(spans) for device, spans in per_device.items()},
+        all_busy=IntervalSet(zip(starts, ends, strict=True)),
         **_launch_columns(trace),
     )
 
@@ -223,26 +225,26 @@ def rank_facts(trace: RankTrace) -> RankFacts:
 
 
 def _step(trace: RankTrace, columns: _Columns, number: int, start: int, end: int) -> StepFacts:
-    busy = clip(columns.all_busy, start, end)
+    busy = columns.all_busy.clip(start, end)
     gaps = subtract([(start, end)], busy)
     host, kernel, other = _split_idle(columns, gaps)
-    compute = clip(columns.by_kind[OpKind.COMPUTE], start, end)
-    comm = clip(columns.by_kind[OpKind.COMMUNICATION], start, end)
+    compute = columns.by_kind[OpKind.COMPUTE].clip(start, end)
+    comm = columns.by_kind[OpKind.COMMUNICATION].clip(start, end)
     first = bisect.bisect_left(columns.starts, start)
     last = bisect.bisect_left(columns.starts, end)
     durations = [columns.ends[i] - columns.starts[i] for i in range(first, last)]
-    pageable = clip(columns.pageable, start, end)
+    pageable = columns.pageable.clip(start, end)
     loader = _calls(trace.loader, start, end)
     syncs = _calls(trace.syncs, start, end)
     return StepFacts(
         number=number,
         start_ns=start,
         end_ns=end,
-        busy_ns={d: total_ns(clip(spans, start, end)) for d, spans in columns.busy.items()},
+        busy_ns={d: total_ns(spans.clip(start, end)) for d, spans in columns.busy.items()},
         compute_ns=total_ns(compute),
         communication_ns=total_ns(comm),
-        memcpy_ns=total_ns(clip(columns.by_kind[OpKind.MEMCPY], start, end)),
-        memset_ns=total_ns(clip(columns.by_kind[OpKind.MEMSET], start, end)),
+        memcpy_ns=total_ns(columns.by_kind[OpKind.MEMCPY].clip(start, end)),
+        memset_ns=total_ns(columns.by_kind[OpKind.MEMSET].clip(start, end)),
         comm_overlap_ns=_overlap(comm, compute),
         idle_ns=total_ns(gaps),
         host_wait_ns=host,
