@@ -40,7 +40,9 @@ pytestmark = pytest.mark.slow
 @dataclass(frozen=True)
 class Scenario:
     script: str
-    expected: str | None  # the primary finding's code; None: the control, no finding at all
+    expected: (
+        str | None
+    )  # the primary finding's code; None: the control, no problem (hints at most)
     phase: str = "train"
 
 
@@ -158,7 +160,10 @@ def test_scenario(
                 "misses": [],
             }
         )
-        assert control["findings"] == [], codes
+        # A healthy job has no problem: nothing above a hint, and no hint promises a speed-up
+        # (a short job's start-up is reported as an info ONE_TIME_WORK without an estimate).
+        problems = [f for f in control["findings"] if f["severity"] != "info" or f["speedup"]]
+        assert problems == [], codes
         return
     # Two attempts: a run that another process on the machine slowed at start-up moves the
     # measured truth by seconds. A real error of the estimate misses both times.

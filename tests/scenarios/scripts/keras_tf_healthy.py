@@ -1,4 +1,4 @@
-"""Scenario: a healthy, compute-bound Keras-on-TensorFlow job (the control: no runtime finding).
+"""Scenario: a healthy, compute-bound Keras-on-TensorFlow job (the control: no runtime problem).
 
 The data sits in memory behind `cache().prefetch()`, the model is large enough that the steps'
 compute dominates, and validation is small. `--fast` is accepted for symmetry and changes nothing.
