@@ -49,6 +49,7 @@ def test_every_stream_event_of_the_gpu_planes_is_kept(pb2) -> None:  # type: ign
 
 def test_the_bert_profile_gets_a_kernel_report(pb2) -> None:  # type: ignore[no-untyped-def]
     diagnosis = diagnose_traces(load_traces(str(BERT)))
+    assert diagnosis.kernels.source == "xplane"
     (rank,) = diagnosis.kernels.ranks
     assert rank.steps == 1 and rank.step_markers
     assert 0.5 < rank.gpu_busy < 1.0

@@ -23,8 +23,8 @@ def register(subparsers: Any) -> None:
         description="Re-analyse a recording made by 'gpuwhy run' or gpuwhy.monitor(), or "
         "diagnose a profiler trace the job already wrote (kernel-level findings).",
         epilog="exit codes: 0 report shown; 1 it holds an error finding (the GPU could not be "
-        "used); 2 the file is missing, truncated or not a recording; with --fail-on, the listed "
-        "findings alone decide: 4 if one of them appears, else 0",
+        "used); 2 the file is missing, truncated or not a recording or trace; with --fail-on, "
+        "the listed findings alone decide: 4 if one of them appears, else 0",
     )
     parser.add_argument(
         "recording",

@@ -216,8 +216,8 @@ def _kernel_lines(kernels: Any) -> list[str]:
             f"{work['communication']:.0%}, copies {work['memcpy']:.0%}"
         )
         if rank.kernels_per_step is not None and rank.kernel_median_us is not None:
-            kernels, median = rank.kernels_per_step, rank.kernel_median_us
-            text += f"; {kernels:.0f} kernels a step, median {median:.1f} µs"
+            count, median = rank.kernels_per_step, rank.kernel_median_us
+            text += f"; {count:.0f} kernels a step, median {median:.1f} µs"
         if rank.loader_ms:
             text += (
                 f"; data loader {rank.loader_ms:.1f} ms a step, "

@@ -65,6 +65,7 @@ class RankTrace:
     """One rank's trace (one file), reduced to what the kernel-level analysis reads."""
 
     path: str
+    format: str = "kineto"  # what the file was: "kineto" (Chrome JSON) or "xplane" (XSpace)
     rank: int | None = None
     world_size: int | None = None
     devices: dict[int, str] = field(default_factory=dict)  # device id -> GPU name

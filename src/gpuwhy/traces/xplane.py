@@ -96,7 +96,7 @@ def read_xplane(path: str) -> RankTrace:
             f"{path} is truncated or not an XSpace profile",
             "give the .xplane.pb file as the profiler wrote it",
         ) from None
-    trace = RankTrace(path=path)
+    trace = RankTrace(path=path, format="xplane")
     names: dict[str, int] = {}
     known = 0
     for plane in space.planes:

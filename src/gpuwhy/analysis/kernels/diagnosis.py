@@ -68,7 +68,7 @@ class RankSummary:
 class KernelReport:
     """What a trace adds to a report: its source and each rank's kernel-level summary."""
 
-    source: str  # what was read: "kineto"
+    source: str  # what was read: "kineto" or "xplane"
     paths: list[str]
     ranks: list[RankSummary]
     window: Mapping[str, Any] | None = None  # `run --profile`: the window's bounds and cost
@@ -211,8 +211,9 @@ def _devices(facts: Sequence[RankFacts]) -> list[DeviceStats]:
     return [seen[d] for d in sorted(seen)]
 
 
-def diagnose_traces(traces: Sequence[RankTrace], source: str = "kineto") -> Diagnosis:
-    """The report of one job's profiler traces (one per rank)."""
+def diagnose_traces(traces: Sequence[RankTrace]) -> Diagnosis:
+    """The report of one job's profiler traces (one per rank, or per host)."""
+    source = traces[0].format if traces else "kineto"
     facts = [rank_facts(trace) for trace in traces]
     first = facts[0]
     name = "train" if any(t.backward_seen for t in traces) else "steps"
