@@ -40,6 +40,14 @@ def test_json_report_follows_the_schema_with_gpu_busy_per_phase(
     assert document["trace"]["ranks"][0]["temporal"]["idle"] == pytest.approx(0.5356, abs=0.02)
 
 
+def test_html_is_written_for_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "trace.html"
+    assert main(["report", str(SLOW), "--html", str(page)]) == 0
+    text = page.read_text()
+    assert "<script" not in text and 'class="kt"' in text and "INPUT_BOUND" in text
+    capsys.readouterr()
+
+
 def test_fail_on_gates_on_the_slow_trace_only(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(SLOW), "--fail-on", "INPUT_BOUND"]) == 4
     assert main(["report", str(FIXED), "--fail-on", "INPUT_BOUND"]) == 0
@@ -56,7 +64,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_bad_traces_and_flags_are_one_line_and_exit_2(tmp_path: Path) -> None:
     broken = tmp_path / "broken.pt.trace.json.gz"
     broken.write_bytes(SLOW.read_bytes()[:5000])
-    for args in ([str(broken)], [str(SLOW), "--html", str(tmp_path / "r.html")]):
+    unwritable = tmp_path / "no" / "such" / "dir" / "r.html"
+    for args in ([str(broken)], [str(SLOW), "--html", str(unwritable)]):
         done = _cli("report", *args)
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr

@@ -594,3 +594,61 @@ def test_one_hour_on_eight_gpus_stays_small_and_draws_fast(
     )
     assert redraw_ms < 1000
     page.close()
+
+
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
+
+
+def test_a_real_profiler_trace_renders_its_kernel_timeline(
+    browser: Browser, tmp_path: Path
+) -> None:
+    from gpuwhy.analysis.kernels.diagnosis import diagnose_traces
+    from gpuwhy.report.html.trace_page import write_trace_html
+    from gpuwhy.traces import load_traces
+
+    trace = TRACES / "kineto-samples" / "resnet50_num_workers_0.1623143566756.pt.trace.json.gz"
+    diagnosis = diagnose_traces(load_traces(str(trace)))
+    path = tmp_path / "trace.html"
+    write_trace_html(diagnosis, path)
+    page = Page(browser, path)
+    assert page.js("document.scripts.length") == 0  # a static page
+    # The busy timeline: one bar per busy bucket, the loading gaps left empty, a tick a step.
+    timeline = diagnosis.kernels.ranks[0].busy_timeline
+    bars = page.js("document.querySelectorAll('svg.kt .kt-busy rect').length")
+    assert bars == sum(1 for share in timeline["busy"] if share > 0) > 200
+    assert page.js("document.querySelectorAll('svg.kt .kt-steps line').length") == 6
+    drawn = page.js("document.querySelector('svg.kt').getBoundingClientRect().width")
+    assert drawn > 600
+    codes = page.js(
+        "[...document.querySelectorAll('#findings [data-code]')].map(e => e.dataset.code)"
+    )
+    assert codes == [f.code for f in diagnosis.findings] == ["INPUT_BOUND"]
+    assert "cudnn" in page.js("document.querySelector('table.ktop').innerText")
+    assert page.problems() == []
+    assert page.requests() == [path.resolve().as_uri()]
+    page.close()
+
+
+def test_hostile_kernel_names_in_a_trace_are_text(browser: Browser, tmp_path: Path) -> None:
+    from gpuwhy.analysis.kernels.diagnosis import diagnose_traces
+    from gpuwhy.report.html.trace_page import write_trace_html
+    from gpuwhy.traces import load_traces
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"ProfilerStep#{n}", "ts": n * 100, "dur": 100}
+              for n in range(3)]  # fmt: skip
+    events += [
+        {"ph": "X", "cat": "kernel", "name": HOSTILE[n % 2], "ts": n * 100 + 10, "dur": 50,
+         "args": {"device": 0, "stream": 7, "correlation": n + 1}}
+        for n in range(3)
+    ]  # fmt: skip
+    source = tmp_path / "hostile.pt.trace.json"
+    source.write_text(json.dumps({"traceEvents": events}))
+    path = tmp_path / "trace.html"
+    write_trace_html(diagnose_traces(load_traces(str(source))), path)
+    page = Page(browser, path)
+    assert page.js("window.__pwned === undefined")
+    assert page.js("document.querySelectorAll('img').length") == 0
+    assert HOSTILE[0] in page.js("document.body.innerText")
+    assert page.problems() == []
+    assert page.requests() == [path.resolve().as_uri()]
+    page.close()

@@ -13,7 +13,7 @@ import sys
 from typing import Any, TextIO
 
 from gpuwhy.cli import fail_on
-from gpuwhy.errors import ExitCode, InputFileError, UsageError
+from gpuwhy.errors import ExitCode, InputFileError
 
 
 def register(subparsers: Any) -> None:
@@ -77,13 +77,11 @@ def _handle_trace(args: argparse.Namespace, gate: Any) -> int:
     from gpuwhy.analysis.kernels.diagnosis import diagnose_traces
     from gpuwhy.traces import load_traces
 
-    if args.html:
-        raise UsageError(
-            "--html is not available for profiler traces yet",
-            "open the trace itself in https://ui.perfetto.dev for its timeline, "
-            "and use the terminal or --json report here",
-        )
     diagnosis = diagnose_traces(load_traces(args.recording))  # TraceError: one line, exit 2
+    if args.html:
+        from gpuwhy.report.html.trace_page import write_trace_html
+
+        write_trace_html(diagnosis, args.html)  # UsageError when it cannot be written
     if args.json:
         json.dump(_json_document(diagnosis), sys.stdout, indent=2)
         sys.stdout.write("\n")

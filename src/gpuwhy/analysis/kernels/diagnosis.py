@@ -21,7 +21,7 @@ from gpuwhy.analysis.framework import Framework
 from gpuwhy.analysis.kernels.breakdown import temporal, without_last_step
 from gpuwhy.analysis.kernels.findings import CHECKS
 from gpuwhy.analysis.kernels.ranks import rank_imbalance
-from gpuwhy.analysis.kernels.steps import RankFacts, StepFacts, rank_facts
+from gpuwhy.analysis.kernels.steps import RankFacts, StepFacts, busy_timeline, rank_facts
 from gpuwhy.analysis.phases import PhaseStats, weighted_percentile
 from gpuwhy.model import NS_PER_S, DeviceInfo, Finding, sort_findings
 from gpuwhy.traces import OpKind, RankTrace
@@ -61,6 +61,8 @@ class RankSummary:
     optimizer_ms: float | None
     # HTA's temporal breakdown over HTA's window (breakdown.py): idle, compute, non_compute.
     temporal: dict[str, float] | None = None
+    # Busy share in equal buckets over the steps, and the steps' starts (steps.busy_timeline).
+    busy_timeline: dict[str, Any] | None = None
     top_kernels: list[KernelTotal] = field(default_factory=list)
 
 
@@ -152,6 +154,7 @@ def summarise_rank(facts: RankFacts) -> RankSummary:
         sync_ms=_mean(steps, "sync_ns", 1e6),
         optimizer_ms=_mean(steps, "optimizer_ns", 1e6),
         temporal=_temporal(trace),
+        busy_timeline=busy_timeline(facts),
         top_kernels=_top_kernels(trace),
     )
 

@@ -81,6 +81,7 @@ class RankFacts:
     steps: list[StepFacts] = field(default_factory=list)
     devices: list[int] = field(default_factory=list)  # devices the rank ran work on
     marked: bool = True  # False: no step markers, the trace's device work is one window
+    busy: IntervalSet | None = None  # the union of all the rank's device work
 
     @property
     def has_device_work(self) -> bool:
@@ -214,10 +215,34 @@ def _step_windows(trace: RankTrace, columns: _Columns) -> list[tuple[int, int, i
     return windows
 
 
+TIMELINE_BUCKETS = 400  # points of the busy timeline: a page's width, whatever the trace's length
+
+
+def busy_timeline(facts: RankFacts) -> dict[str, object] | None:
+    """The device's busy share in equal buckets across the profiled steps, and where each step
+    began: the trace's timeline at a glance (the HTML report draws it)."""
+    if not facts.steps or not facts.devices:
+        return None
+    start, end = facts.steps[0].start_ns, facts.steps[-1].end_ns
+    width = max((end - start) // TIMELINE_BUCKETS, 1)
+    busy = facts.busy
+    if busy is None:
+        return None
+    shares = [
+        round(total_ns(busy.clip(lo, lo + width)) / width, 3)
+        for lo in range(start, start + width * TIMELINE_BUCKETS, width)
+    ]
+    return {
+        "bucket_s": width / 1e9,
+        "busy": shares,
+        "steps": [[s.number, (s.start_ns - start) / 1e9] for s in facts.steps],
+    }
+
+
 def rank_facts(trace: RankTrace) -> RankFacts:
     """Per-step kernel-level facts of one rank's trace."""
     columns = _columns(trace)
-    facts = RankFacts(trace=trace, devices=sorted(columns.busy))
+    facts = RankFacts(trace=trace, devices=sorted(columns.busy), busy=columns.all_busy)
     facts.marked = bool(trace.steps)
     for number, start, end in _step_windows(trace, columns):
         facts.steps.append(_step(trace, columns, number, start, end))

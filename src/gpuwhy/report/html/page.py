@@ -35,7 +35,7 @@ PAGE_MARGIN_BYTES = 100_000  # head, timeline section, legend; and escaping that
 DATA_ELEMENT_ID = "gpuwhy-data"
 
 
-def _asset(name: str) -> str:
+def asset(name: str) -> str:
     return (resources.files("gpuwhy.report.html") / "assets" / name).read_text(encoding="utf-8")
 
 
@@ -111,7 +111,7 @@ def _utf8_size(text: str) -> int:
 
 def render_html(diagnosis: Diagnosis, recording: Recording) -> str:
     """The whole page as text (deterministic for a given recording), under MAX_HTML_BYTES."""
-    script, css = _asset("timeline.js"), _asset("report.css")
+    script, css = asset("timeline.js"), asset("report.css")
     sections = "".join(
         (phases(diagnosis), findings(diagnosis), environment(diagnosis), run_section(diagnosis))
     )
@@ -139,8 +139,12 @@ def write_html(diagnosis: Diagnosis, recording: Recording, path: str | os.PathLi
 
     Raises UsageError (one line, with the fix) when the file cannot be written.
     """
+    write_page_text(render_html(diagnosis, recording), path)
+
+
+def write_page_text(text: str, path: str | os.PathLike[str]) -> None:
+    """Write a page to `path`, replacing it whole; UsageError when it cannot be written."""
     target = Path(path)
-    text = render_html(diagnosis, recording)
     try:
         handle, temporary = tempfile.mkstemp(
             prefix=".gpuwhy-", suffix=".html.tmp", dir=target.parent if str(target.parent) else "."

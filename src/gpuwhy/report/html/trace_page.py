@@ -1,0 +1,140 @@
+"""The HTML report of a profiler trace (`gpuwhy report TRACE --html FILE`): one static page.
+
+The same sections as a run's page (verdict, phases, findings) and, per rank, the kernel-level
+figures with the device's busy timeline across the profiled steps, drawn as inline SVG on the
+server: the page carries no script at all, and its Content-Security-Policy allows none and no
+request, so it opens offline and anything that slipped past escaping cannot run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpuwhy.analysis import Diagnosis
+from gpuwhy.report.html.format import esc, percent, seconds
+from gpuwhy.report.html.page import asset, write_page_text
+from gpuwhy.report.html.sections import findings, phases
+from gpuwhy.report.verdict import verdict
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+CHART_W, CHART_H = 900, 90
+BUSY_COLOR = "#2f7ed8"
+
+
+def _header(diagnosis: Diagnosis) -> str:
+    kernels = diagnosis.kernels
+    paths = ", ".join(kernels.paths[:3]) + (" …" if len(kernels.paths) > 3 else "")
+    facts = [
+        f"{seconds(diagnosis.duration_s)} profiled",
+        f"{len(kernels.ranks)} trace{'s' if len(kernels.ranks) != 1 else ''} ({kernels.source})",
+    ]
+    return (
+        '<header class="top"><h1>gpuwhy report · profiler trace</h1>'
+        f'<p class="verdict" id="verdict">{esc(verdict(diagnosis))}</p>'
+        f'<p class="command"><code id="command">{esc(paths)}</code></p>'
+        f'<p class="facts">{esc(" · ".join(facts))}</p>'
+        '<nav><a href="#kernels">Kernels</a><a href="#phases">Phases</a>'
+        '<a href="#findings">Findings</a></nav></header>'
+    )
+
+
+def _chart(timeline: Mapping[str, Any]) -> str:
+    """The busy share per bucket as bars, the steps' starts as ticks, one SVG."""
+    busy: Sequence[float] = timeline["busy"]
+    width = CHART_W / max(len(busy), 1)
+    bars = "".join(
+        f'<rect x="{i * width:.2f}" y="{CHART_H * (1 - share):.2f}" width="{width:.2f}" '
+        f'height="{CHART_H * share:.2f}"/>'
+        for i, share in enumerate(busy)
+        if share > 0
+    )
+    total_s = timeline["bucket_s"] * len(busy)
+    ticks = "".join(
+        f'<line x1="{CHART_W * start / total_s:.1f}" x2="{CHART_W * start / total_s:.1f}" '
+        f'y1="0" y2="{CHART_H}"/><text x="{CHART_W * start / total_s + 3:.1f}" y="11">'
+        f"#{esc(number)}</text>"
+        for number, start in timeline["steps"]
+        if total_s > 0
+    )
+    bucket = seconds(timeline["bucket_s"])
+    label = f"GPU busy across the profiled steps, {seconds(total_s)} (each bar {bucket})"
+    return (
+        f'<svg class="kt" role="img" aria-label="{esc(label)}" viewBox="0 0 {CHART_W} {CHART_H}" '
+        f'width="{CHART_W}" height="{CHART_H}" preserveAspectRatio="none">'
+        f'<rect class="kt-bg" width="{CHART_W}" height="{CHART_H}" fill="#eef1f5"/>'
+        f'<g class="kt-busy" fill="{BUSY_COLOR}">{bars}</g>'
+        f'<g class="kt-steps" stroke="#555" fill="#333" font-size="10">{ticks}</g></svg>'
+        f'<p class="hint">{esc(label)}; ticks mark the steps.</p>'
+    )
+
+
+def _rank(rank: Any) -> str:
+    name = "the trace" if rank.rank is None else f"rank {rank.rank}"
+    if rank.gpu_busy is None:
+        return (
+            f'<section class="rank"><h3>{esc(name)}</h3><p>No GPU work in the trace.</p></section>'
+        )
+    rows = [
+        ("steps", f"{rank.steps}" + ("" if rank.step_markers else " (no step markers)")),
+        ("step time (median)", seconds(rank.step_time_p50_s)),
+        ("GPU busy", percent(rank.gpu_busy)),
+        ("idle: waiting for the host", percent(rank.idle_split["host_wait"])),
+        ("idle: between kernels", percent(rank.idle_split["kernel_wait"])),
+        ("idle: other", percent(rank.idle_split["other"])),
+        ("compute", percent(rank.work_split["compute"])),
+        ("communication", percent(rank.work_split["communication"])),
+        ("copies", percent(rank.work_split["memcpy"])),
+        (
+            "kernels a step",
+            "–" if rank.kernels_per_step is None else f"{rank.kernels_per_step:.0f}",
+        ),
+        ("data loader a step", "–" if rank.loader_ms is None else f"{rank.loader_ms:.1f} ms"),
+        (
+            "of it with the GPU idle",
+            "–" if rank.loader_exposed_ms is None else f"{rank.loader_exposed_ms:.1f} ms",
+        ),
+    ]
+    table = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
+    top = "".join(
+        f'<tr><td class="phase-name">{esc(k.name)}</td><td>{esc(k.kind)}</td>'
+        f"<td>{k.count}</td><td>{esc(seconds(k.time_s))}</td><td>{esc(percent(k.share))}</td></tr>"
+        for k in rank.top_kernels
+    )
+    chart = _chart(rank.busy_timeline) if rank.busy_timeline else ""
+    return (
+        f'<section class="rank" data-rank="{esc(rank.rank)}"><h3>{esc(name)}</h3>{chart}'
+        f'<div class="scroll"><table class="kfacts">{table}</table></div>'
+        '<div class="scroll"><table class="ktop"><thead><tr><th>top kernels</th><th>kind</th>'
+        f"<th>count</th><th>time</th><th>share</th></tr></thead><tbody>{top}</tbody></table>"
+        "</div></section>"
+    )
+
+
+def render_trace_html(diagnosis: Diagnosis) -> str:
+    """The whole page as text (deterministic for a given trace)."""
+    kernels = diagnosis.kernels
+    body = (
+        _header(diagnosis)
+        + '<section id="kernels"><h2>Kernels</h2>'
+        + "".join(_rank(rank) for rank in kernels.ranks)
+        + "</section>"
+        + phases(diagnosis)
+        + findings(diagnosis)
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="referrer" content="no-referrer">'
+        f"<title>{esc(('gpuwhy · ' + kernels.paths[0])[:200])}</title>"
+        f"<style>{asset('report.css')}</style></head>"
+        f"<body><main>{body}<footer>Made by gpuwhy from the profiler trace; this file needs no "
+        "network and no other file.</footer></main></body></html>\n"
+    )
+
+
+def write_trace_html(diagnosis: Diagnosis, path: str | os.PathLike[str]) -> None:
+    """Write the trace's HTML report to ``path`` (replaced whole; UsageError if it cannot be)."""
+    write_page_text(render_trace_html(diagnosis), path)
