@@ -6,8 +6,9 @@ import argparse
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from gpuwhy.errors import InputFileError, UsageError
 
@@ -37,7 +38,12 @@ def register(subparsers: Any) -> None:
         "otherData says which. For every sample and span, export a window: e.g. "
         "--start 3600 --end 4200.",
     )
-    parser.add_argument("recording", metavar="REC", help="a recording (.gpuwhy.db)")
+    parser.add_argument(
+        "recording",
+        metavar="REC",
+        help="a recording (.gpuwhy.db), or a TensorFlow/JAX profile (*.xplane.pb or its log "
+        "directory), which Perfetto cannot open itself",
+    )
     parser.add_argument(
         "--perfetto",
         metavar="FILE",
@@ -71,8 +77,11 @@ def register(subparsers: Any) -> None:
 def _handle(args: argparse.Namespace) -> int:
     from gpuwhy.recording.reader import Recording
     from gpuwhy.report.perfetto.trace import trace_plan, write_trace
+    from gpuwhy.traces import is_trace_path
 
     target = str(args.perfetto)
+    if is_trace_path(args.recording):
+        return _export_profile(args, target)
     if target != "-" and Path(target).resolve() == Path(args.recording).resolve():
         raise UsageError(
             "the trace would overwrite the recording",
@@ -88,28 +97,7 @@ def _handle(args: argparse.Namespace) -> int:
         if target == "-":
             write_trace(recording, sys.stdout, plan=plan)
             return 0
-        folder = Path(target).resolve().parent
-        try:
-            # Written beside the target and renamed: a failed export never leaves half a file.
-            handle, temp = tempfile.mkstemp(prefix=".gpuwhy-trace-", dir=folder)
-        except OSError as error:
-            raise InputFileError(
-                f"cannot write {target}: {error.strerror}",
-                "check that the folder exists and is writable",
-            ) from error
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                count = write_trace(recording, out, plan=plan)
-            os.replace(temp, target)
-        except OSError as error:
-            Path(temp).unlink(missing_ok=True)
-            raise InputFileError(
-                f"cannot write {target}: {error.strerror or error}",
-                "check free disk space and the path",
-            ) from error
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        count = _write_beside(target, lambda out: write_trace(recording, out, plan=plan))
     print(
         f"wrote {target}: {count:,} trace events — open it at https://ui.perfetto.dev "
         "or chrome://tracing"
@@ -120,4 +108,55 @@ def _handle(args: argparse.Namespace) -> int:
             f"  counters: {held['counters']}; spans: {held['spans']}.\n"
             f"  For full detail, {held['full_detail']}."
         )
+    return 0
+
+
+def _write_beside(target: str, write: Callable[[TextIO], int]) -> int:
+    """Run ``write`` into a file beside ``target``, then rename it: a failed export never
+    leaves half a file. Returns what ``write`` returned (the events written)."""
+    folder = Path(target).resolve().parent
+    try:
+        handle, temp = tempfile.mkstemp(prefix=".gpuwhy-trace-", dir=folder)
+    except OSError as error:
+        raise InputFileError(
+            f"cannot write {target}: {error.strerror}",
+            "check that the folder exists and is writable",
+        ) from error
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            count = write(out)
+        os.replace(temp, target)
+    except OSError as error:
+        Path(temp).unlink(missing_ok=True)
+        raise InputFileError(
+            f"cannot write {target}: {error.strerror or error}",
+            "check free disk space and the path",
+        ) from error
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return count
+
+
+def _export_profile(args: argparse.Namespace, target: str) -> int:
+    """A TensorFlow/JAX profile as a Chrome trace; a Kineto trace is one already."""
+    from gpuwhy.report.perfetto.from_trace import write_profile_trace
+    from gpuwhy.traces import load_traces
+
+    if args.start is not None or args.end is not None or args.resolution != "auto":
+        raise UsageError(
+            "--start, --end and --resolution apply to recordings only",
+            "export the whole profile: gpuwhy export PROFILE --perfetto FILE",
+        )
+    traces = load_traces(args.recording)  # TraceError: one line, exit 2
+    if all(trace.format == "kineto" for trace in traces):
+        raise UsageError(
+            f"{args.recording} is a Chrome trace already",
+            "open it as it is at https://ui.perfetto.dev (or in TensorBoard)",
+        )
+    if target == "-":
+        write_profile_trace(traces, sys.stdout)
+        return 0
+    count = _write_beside(target, lambda out: write_profile_trace(traces, out))
+    print(f"wrote {target}: {count:,} trace events — open it at https://ui.perfetto.dev")
     return 0
