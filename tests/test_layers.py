@@ -23,6 +23,7 @@ LAYER: dict[str, float] = {
     "traces": 2,
     "runtime": 3,
     "analysis": 3,
+    "tryout": 3.5,  # runs jobs (runtime) and diagnoses them (analysis)
     "report": 4,
     "cli": 5,
     "__init__": 5,

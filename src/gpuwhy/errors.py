@@ -20,6 +20,9 @@ class ExitCode(IntEnum):
     # failure exits with it: Python uses 1 (uncaught exception), 2 (bad command line) and 120;
     # the shell 126, 127 and 128+N (137 for the OOM killer, 139 for a segfault).
     FINDINGS_MATCHED = 4
+    # `try`: the job cannot be tried (it ran no steps as written, no fix applies to it, or it is
+    # a distributed launch that cannot be restarted safely).
+    CANNOT_TRY = 5
     # `run` exits with the child's own code; these are the shell's conventions for a child that
     # could not start, so scripts can tell them apart from the training's own failures.
     CANNOT_EXECUTE = 126

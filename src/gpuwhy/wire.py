@@ -25,6 +25,15 @@ ENV_PROFILE = "GPUWHY_PROFILE"
 PROFILE_EVENT = "profile_window"
 """The event a job's hooks send when its profiler window closed (bounds, trace path)."""
 
+ENV_TRY = "GPUWHY_TRY"
+"""`gpuwhy try`: JSON naming the fixes one run applies and its step budget (hooks/try_fixes.py)."""
+
+TRY_SEEN_EVENT = "try_seen"
+"""What a trial run's hooks saw: loaders, maps and compiles made, where, and the fixes applied."""
+
+TRY_STOPPED_EVENT = "try_stopped"
+"""A trial run stopped itself after its budget of steps."""
+
 ENV_RUN_ID = "GPUWHY_RUN_ID"
 """Identifies the run; a process whose environment lacks it is not under `gpuwhy run`."""
 

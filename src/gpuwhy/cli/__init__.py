@@ -16,13 +16,15 @@ from collections.abc import Sequence
 from gpuwhy._version import __version__
 from gpuwhy.errors import ExitCode, GpuwhyError, UsageError
 
-SUBCOMMANDS = ("doctor", "run", "report", "watch", "export")
+SUBCOMMANDS = ("doctor", "run", "try", "report", "watch", "export")
+_MODULES = {"try": "try_cmd"}  # `try` is a Python keyword
 
 EPILOG = """\
 exit codes:
   0    fine                       1    problems found (an error-severity finding)
   2    usage error or bad file    3    no usable GPU (watch)
   4    a finding listed in --fail-on appeared (run, report)
+  5    try: the job cannot be tried (no steps as written, no fix applies, distributed)
   70   internal error: one line, the details in a crash file (please report it)
   run: the command's own exit code, even when gpuwhy fails after starting it;
        126/127 when it cannot be executed/found; 4 only when the command itself succeeded
@@ -49,7 +51,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpuwhy {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in (only,) if only in SUBCOMMANDS else SUBCOMMANDS:
-        module = importlib.import_module(f"gpuwhy.cli.{name}")
+        module = importlib.import_module(f"gpuwhy.cli.{_MODULES.get(name, name)}")
         module.register(subparsers)
     return parser
 

@@ -19,8 +19,15 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from gpuwhy.hooks import emitter, framework_hooks, keras_patches, lightning_hooks, patching
-from gpuwhy.wire import ENV_BOOT
+from gpuwhy.hooks import (
+    emitter,
+    framework_hooks,
+    keras_patches,
+    lightning_hooks,
+    patching,
+    try_fixes,
+)
+from gpuwhy.wire import ENV_BOOT, ENV_TRY
 
 ENV_HOOKS = "GPUWHY_HOOKS"
 """Comma-separated frameworks to hook (default: all of `FRAMEWORKS`)."""
@@ -98,7 +105,23 @@ def _patch_after_exec(loader: Any, fullname: str) -> None:
     loader.exec_module = exec_module
 
 
+def _try_fixes(name: str, module: ModuleType) -> None:
+    if name in ("keras", "tf_keras"):
+        try_fixes.install_keras(module)
+    elif name == "tensorflow":
+        try_fixes.install_tensorflow()
+    elif name == "torch":
+        try_fixes.install_torch()
+    else:
+        try_fixes.install_lightning(module)
+
+
 def _apply(name: str, module: ModuleType) -> None:
+    if os.environ.get(ENV_TRY):  # `gpuwhy try`: this run's fixes, beneath gpuwhy's own hooks
+        try:
+            _try_fixes(name, module)
+        except Exception as error:
+            emitter.report_once(f"try:{name}", f"{name}: fixes not applied: {error!r}")
     try:
         _patch_module(name, module)
         emitter.report_once(f"hooked:{name}", f"instrumented {name}", kind="hooks", module=name)

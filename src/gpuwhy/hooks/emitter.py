@@ -226,6 +226,12 @@ def _with_pid(record: Span | Event) -> Span | Event:
     return record
 
 
+def finish() -> None:
+    """What interpreter exit does, now: exit hooks, the last delivery, the socket closed (for a
+    job about to leave by `os._exit`). Records emitted afterwards are not delivered."""
+    _at_exit()
+
+
 def _at_exit() -> None:
     for hook in _exit_hooks:
         with contextlib.suppress(Exception):  # exit must go on whatever a hook does

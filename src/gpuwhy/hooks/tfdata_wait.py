@@ -117,7 +117,7 @@ def unwrappable_reason(dataset: Any) -> str | None:
     return None
 
 
-def _would_inject_prefetch(dataset: Any) -> bool:
+def would_inject_prefetch(dataset: Any) -> bool:
     """Whether tf.data itself would append `prefetch(AUTOTUNE)` to `dataset`."""
     options = dataset.options()
     if (
@@ -155,6 +155,15 @@ def _inline_map(dataset: Any, function: Any) -> Any:
 
 
 _cache: weakref.WeakKeyDictionary[Any, tuple[Any, str | None]] = weakref.WeakKeyDictionary()
+_stamped: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def is_stamped(dataset: Any) -> bool:
+    """Whether `dataset` is one `wrap` made (its last stages are gpuwhy's timing)."""
+    try:
+        return dataset in _stamped
+    except TypeError:
+        return False
 
 
 def wrap(dataset: Any) -> tuple[Any, str | None]:
@@ -170,6 +179,8 @@ def wrap(dataset: Any) -> tuple[Any, str | None]:
     result = _wrap(dataset)
     with contextlib.suppress(TypeError):  # not weak-referenceable: wrapped again next time
         _cache[dataset] = result
+        if result[1] is None:
+            _stamped.add(result[0])
     return result
 
 
@@ -180,7 +191,7 @@ def _wrap(dataset: Any) -> tuple[Any, str | None]:
     tf = sys.modules["tensorflow"]
     ring = _ring_for(tf)
     pulls, count = ring.pulls, ring.count
-    source = dataset.prefetch(tf.data.AUTOTUNE) if _would_inject_prefetch(dataset) else dataset
+    source = dataset.prefetch(tf.data.AUTOTUNE) if would_inject_prefetch(dataset) else dataset
 
     def stamp(_: Any) -> Any:
         return tf.timestamp()

@@ -37,6 +37,9 @@ CREATED_ATTR = "_gpuwhy_created_ns"
 clock: Callable[[], int] = time.monotonic_ns
 """The hooks' clock; tests may replace it."""
 
+on_step_closed: Callable[[str, int, int], None] | None = None
+"""`gpuwhy try` (try_fixes.py): given (phase, steps, end ns) of each closed step; may stop it."""
+
 _exec_ids = itertools.count()
 _next_index: dict[str, int] = {}
 
@@ -188,6 +191,8 @@ def close_step(st: ThreadState, t: int, *, last: bool = True) -> None:
     _next_index[step.phase] = step.index + steps
     st.prev_exec = step.exec_id
     st.implicit_end_ns = t
+    if on_step_closed is not None:
+        on_step_closed(step.phase, steps, t)
 
 
 def begin_step(t: int, *, steps: int = 1, expected: int | None = 1, mode: int = 0) -> int:

@@ -32,7 +32,7 @@ from types import FrameType
 from typing import Any
 
 from gpuwhy.errors import ExitCode, GpuwhyError
-from gpuwhy.wire import ENV_BOOT, ENV_PROFILE, ENV_RUN_ID, ENV_SOCKET
+from gpuwhy.wire import ENV_BOOT, ENV_PROFILE, ENV_RUN_ID, ENV_SOCKET, ENV_TRY
 
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 """Signals that gpuwhy passes on to the child as they are."""
@@ -64,6 +64,7 @@ def child_environment(
     run_id: str | None = None,
     environ: Mapping[str, str] = os.environ,
     profile: tuple[int, int, Path] | None = None,
+    trial: str | None = None,
 ) -> dict[str, str]:
     """The job's environment: gpuwhy's, plus the socket, the run id and (with hooks) the boot dir.
 
@@ -86,6 +87,9 @@ def child_environment(
     if profile is not None and boot is not None:
         skip, steps, directory = profile
         env[ENV_PROFILE] = f"{skip}:{steps}:{directory}"
+    env.pop(ENV_TRY, None)  # likewise the fixes of a `gpuwhy try` run
+    if trial is not None and boot is not None:
+        env[ENV_TRY] = trial
     return env
 
 
@@ -143,8 +147,10 @@ class Child:
         *,
         on_signal: OnSignal | None = None,
         foreground: Callable[[], bool] = in_terminal_foreground,
+        output: Path | None = None,
     ) -> None:
         self.command = list(command)
+        self.output = output  # a file for the command's stdout and stderr (`gpuwhy try`)
         self.env = dict(env)
         self.process: subprocess.Popen[bytes] | None = None
         self._on_signal = on_signal
@@ -175,9 +181,21 @@ class Child:
         """Start the command; SpawnError (127/126) when it cannot be run."""
         executable = resolve_command(self.command, self.env)
         try:
-            self.process = subprocess.Popen(
-                self.command, executable=executable, env=self.env, close_fds=True
-            )
+            if self.output is None:
+                self.process = subprocess.Popen(
+                    self.command, executable=executable, env=self.env, close_fds=True
+                )
+            else:
+                with open(self.output, "ab") as log:
+                    self.process = subprocess.Popen(
+                        self.command,
+                        executable=executable,
+                        env=self.env,
+                        close_fds=True,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
         except FileNotFoundError as error:
             raise SpawnError(
                 f"{self.command[0]}: command not found", ExitCode.COMMAND_NOT_FOUND

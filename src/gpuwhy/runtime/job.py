@@ -41,6 +41,8 @@ class JobOptions:
     environment_wait_s: float = WAIT_AT_EXIT_S
     # `--profile`: (steps skipped, steps profiled, the directory the traces go to)
     profile: tuple[int, int, Path] | None = None
+    trial: str | None = None  # `gpuwhy try`: the run's fixes and step budget (wire.ENV_TRY)
+    output: Path | None = None  # the command's stdout and stderr go to this file, not gpuwhy's
 
 
 @dataclass
@@ -95,7 +97,11 @@ def run_job(
     try:
         socket_path = session.listener.path if session.listener is not None else None
         env = child_environment(
-            socket_path, hooks=options.hooks, environ=environ, profile=options.profile
+            socket_path,
+            hooks=options.hooks,
+            environ=environ,
+            profile=options.profile,
+            trial=options.trial,
         )
         python = job_interpreter(options.command, env)
         command = list(options.command)
@@ -105,7 +111,7 @@ def run_job(
         try:
             if hurry is not None and hurry.is_set():
                 raise SpawnError("interrupted before the command started", ExitCode.INTERRUPTED)
-            with Child(options.command, env, on_signal=on_signal) as child:
+            with Child(options.command, env, on_signal=on_signal, output=options.output) as child:
                 started = True
                 try:
                     session.put(

@@ -1,0 +1,110 @@
+"""`gpuwhy try` against the truth: its measured speed-up of a fix, against the same fix made by
+hand in the job's code, each job timing itself (medians of alternated full runs).
+
+The jobs (try_job.py) are real trainings whose input is slow in the stage `gpuwhy try` can
+change: a PyTorch DataLoader, a tf.data map under a custom GradientTape loop, and under Keras
+`fit`. The issue's bar: within 15 % of the truth. A compute-bound control must come out as
+"nothing to gain", never as a win.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support.trying import TRY_JOB as JOB
+from support.trying import gpuwhy_try
+
+pytestmark = pytest.mark.slow
+
+ROUNDS = 3
+TOLERANCE = 0.15
+ESTIMATE_TOLERANCE = 0.20  # the estimate, made before any fix ran (tryout/estimates.py)
+HAND = {  # the same fix, as gpuwhy try applies it and as written by hand in the job
+    "torch": (
+        "torch.num_workers=4,torch.persistent_workers",
+        ["num_workers=4", "persistent_workers"],
+    ),
+    "tape": ("tf.parallel_map", ["parallel_map"]),
+    "keras": ("tf.parallel_map", ["parallel_map"]),
+}
+
+
+def _needs(loop: str) -> None:
+    pytest.importorskip("torch" if loop == "torch" else "tensorflow")
+
+
+def own_clock(loop: str, hand: list[str], path: Path) -> float:
+    """One full run of the job, plain (no gpuwhy): seconds per batch on its own clock."""
+    args = [a for fix in hand for a in ("--hand", fix)]
+    done = subprocess.run(
+        [sys.executable, str(JOB), "--loop", loop, *args, "--timing", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return float(json.loads(path.read_text())["per_batch_s"])
+
+
+def truth(loop: str, hand: list[str], tmp_path: Path) -> list[float]:
+    """Per round, as written / edited by hand; the order alternates from round to round."""
+    ratios = []
+    for round_index in range(ROUNDS):
+        order = [False, True] if round_index % 2 == 0 else [True, False]
+        times = {
+            fixed: own_clock(loop, hand if fixed else [], tmp_path / f"t{round_index}{fixed}.json")
+            for fixed in order
+        }
+        ratios.append(times[False] / times[True])
+    return ratios
+
+
+@pytest.mark.parametrize("loop", ["torch", "tape", "keras"])
+def test_measured_speedup_matches_the_fix_made_by_hand(loop: str, tmp_path: Path) -> None:
+    _needs(loop)
+    fix, hand = HAND[loop]
+    report_path = tmp_path / "try.json"
+    done = gpuwhy_try(
+        [
+            "--fix",
+            fix,
+            "--rounds",
+            str(ROUNDS),
+            "--skip",
+            "5",
+            "--steps",
+            "30",
+            "--json",
+            str(report_path),
+            "--",
+            sys.executable,
+            str(JOB),
+            "--loop",
+            loop,
+        ],
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    (row,) = report["fixes"]
+    ratios = truth(loop, hand, tmp_path)
+    true_speedup = statistics.median(ratios)
+    measured = row["measured_speedup"]
+    print(
+        f"\n{loop}: {fix}: gpuwhy try measured {measured:.2f}x {row['ratios']}, estimated "
+        f"{row['estimated_speedup']}, truth {true_speedup:.2f}x {ratios}"
+    )
+    assert row["verdict"] == "faster" and report["best"] == row["name"]
+    assert abs(measured / true_speedup - 1) <= TOLERANCE, (measured, true_speedup)
+    # Measured 2026-11-25 (2 cores): 3 % (torch), 13 % (tape) and 18 % (keras) above the truth;
+    # a parallel map's estimate counts no hand-over between tf.data's threads (docs/try.md).
+    estimate = row["estimated_speedup"]
+    assert abs(estimate / true_speedup - 1) <= ESTIMATE_TOLERANCE, (estimate, true_speedup)
+    assert "the one change to make" in done.stdout and "try_job.py:" in done.stdout

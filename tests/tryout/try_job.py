@@ -1,0 +1,182 @@
+"""A training job for `gpuwhy try`'s tests: slow input by default, or edited by hand.
+
+    python try_job.py --loop {keras,tape,torch} [--hand SETTING ...] [--healthy] [--out DIR]
+                      [--timing FILE]
+
+Each batch is read with a fixed delay (storage latency, not CPU work, so the truth does not
+depend on how busy the cores are) in the input stage `gpuwhy try` can change: a torch
+`Dataset.__getitem__` per sample, or a tf.data `map` per batch. `--hand` applies a fix by hand,
+exactly as `gpuwhy try` applies it in-process: `num_workers=4`, `persistent_workers`,
+`parallel_map`, `prefetch`. `--healthy` removes the delay and makes the model larger: a
+compute-bound control. With `--out`, the job keeps its outputs as a real one does: a log line
+at start, a checkpoint at each epoch's end, a result file at the end. With `--timing`, it
+writes its own clock's figure: seconds per batch from the end of batch `SKIP` to the end of the
+last, across epochs (the truth `gpuwhy try` is checked against).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+DELAY_S = 0.03  # per batch
+BATCHES = 40  # per epoch
+EPOCHS = 2
+BATCH = 64
+SKIP = 5  # batches of warm-up left out of the job's own figure, as `gpuwhy try --skip 5` does
+
+
+class Clock:
+    """The ends of the job's batches, on its own clock."""
+
+    def __init__(self) -> None:
+        self.ends: list[float] = []
+
+    def batch_done(self, *_: object, **__: object) -> None:
+        self.ends.append(time.perf_counter())
+
+    def write(self, path: Path | None) -> None:
+        if path is None or len(self.ends) <= SKIP + 1:
+            return
+        per_batch = (self.ends[-1] - self.ends[SKIP - 1]) / (len(self.ends) - SKIP)
+        path.write_text(json.dumps({"per_batch_s": per_batch, "batches": len(self.ends)}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--loop", choices=("keras", "tape", "torch"), required=True)
+    parser.add_argument("--hand", action="append", default=[])
+    parser.add_argument("--healthy", action="store_true")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--timing", type=Path)
+    args = parser.parse_args()
+    clock = Clock()
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        with open(args.out / "log.txt", "a") as log:
+            log.write(f"started {args.loop}\n")
+    delay = 0.0 if args.healthy else DELAY_S
+    width = 1536 if args.healthy else 512
+    if args.loop == "torch":
+        _torch(args, delay, width, clock)
+    else:
+        _tensorflow(args, delay, width, clock)
+    clock.write(args.timing)
+    if args.out is not None:
+        (args.out / "result.txt").write_text("trained\n")
+
+
+def _torch(args: argparse.Namespace, delay: float, width: int, clock: Clock) -> None:
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    torch.set_num_threads(1)  # the CPU stands in for a GPU: one compute thread (examples/)
+    torch.manual_seed(0)
+    features = torch.randn(BATCHES * BATCH, 64)
+    labels = (features[:, 0] > 0).long()
+
+    class SlowStorage(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+        def __len__(self) -> int:
+            return len(features)
+
+        def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+            if delay:
+                time.sleep(delay / BATCH)
+            return features[index], labels[index]
+
+    options: dict[str, object] = {}
+    if "num_workers=4" in args.hand:
+        options["num_workers"] = 4
+    if "persistent_workers" in args.hand:
+        options["persistent_workers"] = True
+    loader = DataLoader(SlowStorage(), batch_size=BATCH, shuffle=True, **options)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(64, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, 2),
+    )
+    optimizer = torch.optim.Adam(model.parameters())
+    for _ in range(EPOCHS):
+        for x, y in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            clock.batch_done()
+        if args.out is not None:
+            torch.save(model.state_dict(), args.out / "checkpoint.pt")
+
+
+def _tensorflow(args: argparse.Namespace, delay: float, width: int, clock: Clock) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import numpy as np
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(BATCHES * BATCH, 64)).astype("float32")
+    y = (x[:, 0] > 0).astype("int64")
+
+    def read(features: np.ndarray) -> np.ndarray:
+        if delay:
+            time.sleep(delay)
+        return features
+
+    def load(features: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        got = tf.numpy_function(read, [features], tf.float32, stateful=True)
+        got.set_shape(features.shape)
+        return got, labels
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+    parallel = tf.data.AUTOTUNE if "parallel_map" in args.hand else None
+    ds = ds.map(load, num_parallel_calls=parallel)
+    if "prefetch" in args.hand:
+        ds = ds.prefetch(tf.data.AUTOTUNE)
+    model = tf.keras.Sequential(
+        [
+            tf.keras.Input((64,)),
+            tf.keras.layers.Dense(width, activation="relu"),
+            tf.keras.layers.Dense(width, activation="relu"),
+            tf.keras.layers.Dense(2),
+        ]
+    )
+    loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if args.loop == "keras":
+        model.compile(optimizer="adam", loss=loss)
+        callbacks: list[tf.keras.callbacks.Callback] = [
+            tf.keras.callbacks.LambdaCallback(on_train_batch_end=clock.batch_done)
+        ]
+        if args.out is not None:
+            path = str(args.out / "checkpoint.weights.h5")
+            callbacks.append(tf.keras.callbacks.ModelCheckpoint(path, save_weights_only=True))
+        model.fit(ds, epochs=EPOCHS, verbose=0, shuffle=False, callbacks=callbacks)
+        return
+    optimizer = tf.keras.optimizers.Adam()
+
+    @tf.function
+    def step(features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            value = loss(labels, model(features, training=True))
+        optimizer.apply_gradients(
+            zip(
+                tape.gradient(value, model.trainable_variables),
+                model.trainable_variables,
+                strict=True,
+            )
+        )
+        return value
+
+    for _ in range(EPOCHS):
+        for features, labels in ds:
+            step(features, labels).numpy()  # the batch's end, on the job's clock
+            clock.batch_done()
+        if args.out is not None:
+            model.save_weights(str(args.out / "checkpoint.weights.h5"))
+
+
+if __name__ == "__main__":
+    main()
