@@ -181,3 +181,17 @@ def test_an_iterable_dataset_is_refused_not_repeated(tmp_path: Path) -> None:
     assert done.stdout == ""
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("gpuwhy: try: INPUT_BOUND, but the input is an IterableDataset"), last
+
+
+def test_mixed_precision_is_applied_and_measured_like_any_fix(tmp_path: Path) -> None:
+    """Opt-in, and here on a CPU, whose float16 is no faster: measured, never assumed a win."""
+    pytest.importorskip("tensorflow")
+    report = tmp_path / "try.json"
+    fix = ["--fix", "keras.mixed_precision", "--allow-precision", "--rounds", "1"]
+    budget = ["--skip", "5", "--steps", "20", "--json", str(report)]
+    job = [sys.executable, str(JOB), "--loop", "keras", "--healthy"]
+    done = gpuwhy_try([*fix, *budget, "--", *job], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = json.loads(report.read_text())["fixes"]
+    assert row["verdict"] in ("slower", "no measurable change"), row
+    assert row["opt_in"] == ["--allow-precision"] and row["measured_speedup"] < 1.05

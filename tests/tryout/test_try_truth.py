@@ -39,9 +39,12 @@ def _needs(loop: str) -> None:
     pytest.importorskip("torch" if loop == "torch" else "tensorflow")
 
 
-def own_clock(loop: str, hand: list[str], path: Path) -> float:
-    """One full run of the job, plain (no gpuwhy): seconds per batch on its own clock."""
-    args = [a for fix in hand for a in ("--hand", fix)]
+def own_clock(loop: str, hand: list[str], path: Path, *, figure: str = "per_batch_s") -> float:
+    """One full run of the job, plain (no gpuwhy): seconds per batch (or per sample) on its own
+    clock. `hand`: the job's own flags for the fix (`--hand parallel_map`, `--batch 128`)."""
+    args = [
+        a for fix in hand for a in (fix.split(" ") if fix.startswith("--") else ("--hand", fix))
+    ]
     done = subprocess.run(
         [sys.executable, str(JOB), "--loop", loop, *args, "--timing", str(path)],
         capture_output=True,
@@ -50,16 +53,23 @@ def own_clock(loop: str, hand: list[str], path: Path) -> float:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    return float(json.loads(path.read_text())["per_batch_s"])
+    return float(json.loads(path.read_text())[figure])
 
 
-def truth(loop: str, hand: list[str], tmp_path: Path) -> list[float]:
+def truth(
+    loop: str, hand: list[str], tmp_path: Path, *, figure: str = "per_batch_s"
+) -> list[float]:
     """Per round, as written / edited by hand; the order alternates from round to round."""
     ratios = []
     for round_index in range(ROUNDS):
         order = [False, True] if round_index % 2 == 0 else [True, False]
         times = {
-            fixed: own_clock(loop, hand if fixed else [], tmp_path / f"t{round_index}{fixed}.json")
+            fixed: own_clock(
+                loop,
+                hand if fixed else [],
+                tmp_path / f"t{round_index}{fixed}.json",
+                figure=figure,
+            )
             for fixed in order
         }
         ratios.append(times[False] / times[True])
@@ -108,3 +118,22 @@ def test_measured_speedup_matches_the_fix_made_by_hand(loop: str, tmp_path: Path
     estimate = row["estimated_speedup"]
     assert abs(estimate / true_speedup - 1) <= ESTIMATE_TOLERANCE, (estimate, true_speedup)
     assert "the one change to make" in done.stdout and "try_job.py:" in done.stdout
+
+
+def test_a_larger_batch_is_compared_per_sample(tmp_path: Path) -> None:
+    """Opt-in: a tf.data read that costs the same whatever the batch holds, so twice the batch
+    reads twice the samples per wait; the truth is the job run with `--batch 128`, per sample."""
+    pytest.importorskip("tensorflow")
+    report_path = tmp_path / "try.json"
+    args = ["--fix", "batch.scale=2", "--allow-batch-size", "--rounds", str(ROUNDS)]
+    args += ["--skip", "5", "--steps", "30", "--json", str(report_path)]
+    done = gpuwhy_try([*args, "--", sys.executable, str(JOB), "--loop", "tape"], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = json.loads(report_path.read_text())["fixes"]
+    ratios = truth("tape", ["--batch 128"], tmp_path, figure="per_sample_s")
+    true_speedup = statistics.median(ratios)
+    print(f"\nbatch x2: gpuwhy try {row['measured_speedup']:.2f}x, truth {true_speedup:.2f}x")
+    assert abs(row["measured_speedup"] / true_speedup - 1) <= TOLERANCE
+    assert row["opt_in"] == ["--allow-batch-size"]
+    assert any("dataset.batch(128)" in line for line in row["changes"]), row["changes"]
+    assert "scale the learning rate" in done.stdout or row["verdict"] != "faster"

@@ -1,17 +1,19 @@
 """A training job for `gpuwhy try`'s tests: slow input by default, or edited by hand.
 
     python try_job.py --loop {keras,tape,torch} [--hand SETTING ...] [--healthy] [--out DIR]
-                      [--timing FILE]
+                      [--batch N] [--timing FILE]
 
 Each batch is read with a fixed delay (storage latency, not CPU work, so the truth does not
 depend on how busy the cores are) in the input stage `gpuwhy try` can change: a torch
 `Dataset.__getitem__` per sample, or a tf.data `map` per batch. `--hand` applies a fix by hand,
 exactly as `gpuwhy try` applies it in-process: `num_workers=4`, `persistent_workers`,
-`parallel_map`, `prefetch`. `--healthy` removes the delay and makes the model larger: a
-compute-bound control. With `--out`, the job keeps its outputs as a real one does: a log line
-at start, a checkpoint at each epoch's end, a result file at the end. With `--timing`, it
-writes its own clock's figure: seconds per batch from the end of batch `SKIP` to the end of the
-last, across epochs (the truth `gpuwhy try` is checked against).
+`parallel_map`, `prefetch`; `--batch` sets the batch size (a tf.data read costs the same
+whatever the batch holds, a torch one per sample). `--healthy` removes the delay and makes the
+model larger: a compute-bound control. With `--out`, the job keeps its outputs as a real one
+does: a log line at start, a checkpoint at each epoch's end, a result file at the end. With
+`--timing`, it writes its own clock's figure: seconds per batch (and per sample) from the end
+of batch `SKIP` to the end of the last, across epochs (the truth `gpuwhy try` is checked
+against).
 """
 
 from __future__ import annotations
@@ -38,11 +40,12 @@ class Clock:
     def batch_done(self, *_: object, **__: object) -> None:
         self.ends.append(time.perf_counter())
 
-    def write(self, path: Path | None) -> None:
+    def write(self, path: Path | None, batch: int) -> None:
         if path is None or len(self.ends) <= SKIP + 1:
             return
         per_batch = (self.ends[-1] - self.ends[SKIP - 1]) / (len(self.ends) - SKIP)
-        path.write_text(json.dumps({"per_batch_s": per_batch, "batches": len(self.ends)}))
+        figures = {"per_batch_s": per_batch, "per_sample_s": per_batch / batch}
+        path.write_text(json.dumps({**figures, "batches": len(self.ends)}))
 
 
 def main() -> None:
@@ -52,6 +55,7 @@ def main() -> None:
     parser.add_argument("--healthy", action="store_true")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--timing", type=Path)
+    parser.add_argument("--batch", type=int, default=BATCH)
     args = parser.parse_args()
     clock = Clock()
     if args.out is not None:
@@ -64,7 +68,7 @@ def main() -> None:
         _torch(args, delay, width, clock)
     else:
         _tensorflow(args, delay, width, clock)
-    clock.write(args.timing)
+    clock.write(args.timing, args.batch)
     if args.out is not None:
         (args.out / "result.txt").write_text("trained\n")
 
@@ -92,7 +96,7 @@ def _torch(args: argparse.Namespace, delay: float, width: int, clock: Clock) -> 
         options["num_workers"] = 4
     if "persistent_workers" in args.hand:
         options["persistent_workers"] = True
-    loader = DataLoader(SlowStorage(), batch_size=BATCH, shuffle=True, **options)
+    loader = DataLoader(SlowStorage(), batch_size=args.batch, shuffle=True, **options)
     model = torch.nn.Sequential(
         torch.nn.Linear(64, width),
         torch.nn.ReLU(),
@@ -131,7 +135,7 @@ def _tensorflow(args: argparse.Namespace, delay: float, width: int, clock: Clock
         got.set_shape(features.shape)
         return got, labels
 
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(args.batch)
     parallel = tf.data.AUTOTUNE if "parallel_map" in args.hand else None
     ds = ds.map(load, num_parallel_calls=parallel)
     if "prefetch" in args.hand:

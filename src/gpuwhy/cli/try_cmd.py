@@ -24,8 +24,9 @@ path are skipped, so no half-trained model is kept where the full run writes its
 files the job writes as it goes (logs) are listed at the end.
 
 Fixes: PyTorch DataLoader num_workers, pin_memory (with a GPU), persistent_workers,
-prefetch_factor; tf.data parallel map and prefetch; Keras steps_per_execution. Name your own
-with --fix SETTING[=VALUE][,SETTING...] (docs/try.md lists them).
+prefetch_factor; tf.data parallel map and prefetch; Keras steps_per_execution; and, only when
+allowed since they change the training's results, map(deterministic=False), a larger batch and
+mixed precision. Name your own with --fix SETTING[=VALUE][,SETTING...] (docs/try.md).
 
 exit codes: 0 done (also "nothing to gain"); 2 usage; 5 the job cannot be tried (it measured
 no steps as written, no fix applies to it, or it is a distributed launch); 127/126 the command
@@ -36,7 +37,7 @@ DEFAULT_STEPS, DEFAULT_SKIP, DEFAULT_ROUNDS = 50, 10, 3
 DEFAULT_TIME_S = 30.0
 MAX_ROUNDS = 15
 LAUNCHERS = frozenset({"torchrun", "deepspeed", "accelerate", "mpirun", "mpiexec", "srun"})
-OPT_IN = ("--allow-reorder",)
+OPT_IN = ("--allow-reorder", "--allow-batch-size", "--allow-precision")
 
 
 def register(subparsers: Any) -> None:
@@ -88,6 +89,17 @@ def register(subparsers: Any) -> None:
         "--allow-reorder",
         action="store_true",
         help="also try tf.data map(deterministic=False): elements may come in another order",
+    )
+    parser.add_argument(
+        "--allow-batch-size",
+        action="store_true",
+        help="also try a 2x larger batch on a host-bound job (compared per sample; it changes "
+        "the optimisation: scale the learning rate with it)",
+    )
+    parser.add_argument(
+        "--allow-precision",
+        action="store_true",
+        help="also try Keras' mixed_float16 policy on a GPU-bound job (it changes the numerics)",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
     parser.add_argument(

@@ -192,7 +192,10 @@ def close_step(st: ThreadState, t: int, *, last: bool = True) -> None:
     st.prev_exec = step.exec_id
     st.implicit_end_ns = t
     if on_step_closed is not None:
-        on_step_closed(step.phase, steps, t)
+        try:
+            on_step_closed(step.phase, steps, t)
+        except Exception as error:  # never into the user's loop
+            emitter.report_once("try.step", f"trial step hook failed: {error!r}")
 
 
 def begin_step(t: int, *, steps: int = 1, expected: int | None = 1, mode: int = 0) -> int:

@@ -1,7 +1,7 @@
 """`gpuwhy try`, inside the job: apply one set of candidate fixes, stop after a step budget.
 
 `gpuwhy try` starts the job several times, each with `GPUWHY_TRY` naming the fixes of that
-run (`wire.TrySettings`). Here they are applied in-process, where the job builds its input and
+run (`wire.ENV_TRY`: JSON). Here they are applied in-process, where the job builds its input and
 model, so its code and files are never edited:
 
 - PyTorch `DataLoader(...)`: `num_workers`, `pin_memory`, `persistent_workers`,
@@ -9,7 +9,9 @@ model, so its code and files are never edited:
   would yield every item unless the dataset shards by worker itself);
 - `tf.data`: `map` without `num_parallel_calls` gets `AUTOTUNE` (and `deterministic=False`
   where asked), a dataset iterated or given to Keras `fit` gets `prefetch(AUTOTUNE)` at the end;
-- Keras `compile`: `steps_per_execution`.
+- Keras `compile`: `steps_per_execution`;
+- opt-in, as they change the optimisation: the batch size scaled (`DataLoader(batch_size=…)`,
+  tf.data `batch(…)`, Keras `fit(batch_size=…)` on arrays) and Keras' `mixed_float16` policy.
 
 What the job does is observed in every run (loaders made, sequential maps, where each was
 made), so the baseline run tells `gpuwhy try` which fixes can apply and where the code change
@@ -98,14 +100,19 @@ class _Trial:
         emitter.emit(Event(tracker.clock(), TRY_SEEN_EVENT, "what the trial saw", data))
 
     def stop(self, t: int) -> None:
-        tracker.unwind(0, t)  # this thread's phases end with the last step
-        self.report()
-        message = f"stopped after {self.counted} steps of {self.phase}"
-        emitter.emit(Event(t, TRY_STOPPED_EVENT, message, {"steps": self.counted}))
-        for process in multiprocessing.active_children():  # data loader workers
-            process.terminate()
-        emitter.finish()  # closes the open phase, delivers every record, closes the socket
-        os._exit(0)
+        """End the job now, at this step boundary, whatever fails on the way out."""
+        try:
+            tracker.unwind(0, t)  # this thread's phases end with the last step
+            self.report()
+            message = f"stopped after {self.counted} steps of {self.phase}"
+            emitter.emit(Event(t, TRY_STOPPED_EVENT, message, {"steps": self.counted}))
+            for process in multiprocessing.active_children():  # data loader workers
+                process.terminate()
+            emitter.finish()  # delivers every record, closes the socket
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()  # the job's output, for the log `gpuwhy try` keeps
+        finally:
+            os._exit(0)
 
 
 _trial: _Trial | None = None
@@ -193,6 +200,12 @@ def _fix_loader(trial: _Trial, arguments: dict[str, Any], iterable: type) -> Non
         if fix in trial.fixes:
             arguments[name] = trial.fixes[fix]
             trial.apply(fix)
+    scale = trial.fixes.get("batch.scale")
+    size = arguments.get("batch_size", 1)
+    trial.values.setdefault("batch.size", size)
+    if scale and isinstance(size, int) and arguments.get("batch_sampler") is None:
+        arguments["batch_size"] = size * int(scale)
+        trial.apply("batch.scale")
     if int(arguments.get("num_workers", 0) or 0) == 0:
         # torch refuses these without workers: a fix that adds them needs workers as well
         arguments.pop("persistent_workers", None)
@@ -243,6 +256,20 @@ def install_tensorflow() -> None:
 
         return __iter__
 
+    def make_batch(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def batch(self: Any, batch_size: Any, *args: Any, **kwargs: Any) -> Any:
+            trial.note("tf.batch", site=True)
+            trial.values.setdefault("batch.size", batch_size)
+            scale = trial.fixes.get("batch.scale")
+            if scale and isinstance(batch_size, int):
+                batch_size *= int(scale)
+                trial.apply("batch.scale")
+            return original(self, batch_size, *args, **kwargs)
+
+        return batch
+
+    patching.patch(dataset_class, "batch", make_batch)
     patching.patch(dataset_class, "map", make_map)
     patching.patch(dataset_class, "__iter__", make_iter)
     tf = sys.modules.get("tensorflow")
@@ -278,6 +305,10 @@ def install_keras(keras: Any) -> None:
         return
     model = keras.Model
     steps_per_execution = trial.fixes.get("keras.steps_per_execution")
+    if trial.fixes.get("keras.mixed_precision"):
+        # Before any layer is built: the job's model is made under the policy.
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        trial.apply("keras.mixed_precision")
 
     def make_compile(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
@@ -305,13 +336,28 @@ def install_keras(keras: Any) -> None:
 
 def _fit_with_prefetch(trial: _Trial) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
+
         @functools.wraps(original)
-        def fit(self: Any, x: Any = None, *args: Any, **kwargs: Any) -> Any:
+        def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                bound = signature.bind(self, *args, **kwargs)
+            except TypeError:  # Keras will say what is wrong
+                return original(self, *args, **kwargs)
+            x = bound.arguments.get("x")
             tf = sys.modules.get("tensorflow")
             dataset_type = getattr(getattr(tf, "data", None), "Dataset", None)
             if dataset_type is not None and isinstance(x, dataset_type):
-                x = _prefetched(trial, x, tf.data.AUTOTUNE)  # type: ignore[union-attr]
-            return original(self, x, *args, **kwargs)
+                bound.arguments["x"] = _prefetched(trial, x, tf.data.AUTOTUNE)  # type: ignore[union-attr]
+            elif hasattr(x, "shape"):  # arrays: Keras batches them itself
+                trial.note("keras.fit_arrays", site=True)
+                size = bound.arguments.get("batch_size") or 32  # Keras' default
+                trial.values.setdefault("batch.size", size)
+                scale = trial.fixes.get("batch.scale")
+                if scale:
+                    bound.arguments["batch_size"] = int(size) * int(scale)
+                    trial.apply("batch.scale")
+            return original(*bound.args, **bound.kwargs)
 
         return fit
 

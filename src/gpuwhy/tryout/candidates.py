@@ -2,8 +2,8 @@
 
 A fix is a set of settings the job's hooks apply in-process (hooks/try_fixes.py). The catalog
 below is the whole vocabulary; `--fix SETTING[=VALUE][,SETTING…]` names a fix by hand. A fix
-that could change the training's results (element order, batch size) is only tried when the
-user allows it, and says so.
+that could change the training's results (element order, batch size, precision) is only tried
+when the user allows it, and says so.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ SETTINGS: dict[str, tuple[type, Any, str | None]] = {
     "tf.prefetch": (bool, True, None),
     "tf.deterministic": (bool, False, "--allow-reorder"),
     "keras.steps_per_execution": (int, 8, None),
+    "batch.scale": (int, 2, "--allow-batch-size"),
+    "keras.mixed_precision": (bool, True, "--allow-precision"),
 }
 
 INPUT_CODES = frozenset({"INPUT_BOUND"})
@@ -77,8 +79,8 @@ class Fix:
     def changes(self, seen: Seen) -> list[str]:
         """The code change, one line per call it touches, with where the call is."""
         lines = []
-        for group, text in _change_texts(self.settings).items():
-            site = seen.sites.get(_SITE_OF[group])
+        for site_key, text in _change_texts(self.settings, seen):
+            site = seen.sites.get(site_key) if site_key else None
             lines.append(f"{site}: {text}" if site else text)
         return lines
 
@@ -90,37 +92,51 @@ def _setting_text(key: str, value: Any) -> str:
     return f"{key}={value}" if not isinstance(value, bool) or value is False else key
 
 
-_SITE_OF = {
-    "torch": "torch.DataLoader",
-    "tf.map": "tf.map_sequential",
-    "tf.prefetch": "tf.no_prefetch",
-    "keras": "keras.compile",
-}
-
-
-def _change_texts(settings: Mapping[str, Any]) -> dict[str, str]:
-    texts: dict[str, str] = {}
+def _change_texts(settings: Mapping[str, Any], seen: Seen) -> list[tuple[str | None, str]]:
+    """(the call's site key, its change) for each call the settings touch."""
+    texts: list[tuple[str | None, str]] = []
     loader = [
         f"{key.split('.', 1)[1]}={value!r}"
         for key, value in sorted(settings.items())
         if key.startswith("torch.")
     ]
+    scale = settings.get("batch.scale")
+    size = seen.values.get("batch.size")
+    bigger = f"{int(size) * int(scale)}" if scale and size else f"{scale} × the batch size"
+    if scale and seen.saw("torch.DataLoader"):
+        loader.append(f"batch_size={bigger}")
     if loader:
-        texts["torch"] = f"DataLoader(..., {', '.join(loader)})"
+        texts.append(("torch.DataLoader", f"DataLoader(..., {', '.join(loader)})"))
     map_args = []
     if settings.get("tf.parallel_map"):
         map_args.append("num_parallel_calls=tf.data.AUTOTUNE")
     if settings.get("tf.deterministic") is False:
         map_args.append("deterministic=False")
     if map_args:
-        texts["tf.map"] = f"dataset.map(fn, {', '.join(map_args)})"
+        texts.append(("tf.map_sequential", f"dataset.map(fn, {', '.join(map_args)})"))
     if settings.get("tf.prefetch"):
-        texts["tf.prefetch"] = (
-            "dataset = dataset.prefetch(tf.data.AUTOTUNE)  # last in the pipeline"
+        texts.append(
+            (
+                "tf.no_prefetch",
+                "dataset = dataset.prefetch(tf.data.AUTOTUNE)  # last in the pipeline",
+            )
         )
+    if scale and seen.saw("tf.batch"):
+        texts.append(("tf.batch", f"dataset.batch({bigger})"))
+    if scale and seen.saw("keras.fit_arrays"):
+        texts.append(("keras.fit_arrays", f"model.fit(..., batch_size={bigger})"))
+    if scale:
+        texts.append((None, f"(a {scale}× larger batch: scale the learning rate with it)"))
     if "keras.steps_per_execution" in settings:
         spe = settings["keras.steps_per_execution"]
-        texts["keras"] = f"model.compile(..., steps_per_execution={spe})"
+        texts.append(("keras.compile", f"model.compile(..., steps_per_execution={spe})"))
+    if settings.get("keras.mixed_precision"):
+        texts.append(
+            (
+                None,
+                'keras.mixed_precision.set_global_policy("mixed_float16")  # before the model',
+            )
+        )
     return texts
 
 
@@ -180,6 +196,11 @@ def candidates(
     if codes & INPUT_CODES:
         fixes += _loader_fixes(seen, cuda=cuda, cpu_count=cpu_count or os.cpu_count() or 1)
         fixes += _tfdata_fixes(seen, allowed)
+    if codes & HOST_CODES and "--allow-batch-size" in allowed and _batch_adjustable(seen):
+        fixes.append(Fix({"batch.scale": 2}, next(iter(sorted(codes & HOST_CODES)))))
+    gpu_bound = "GPU_BOUND" in codes and cuda and seen.saw("keras.compile")
+    if gpu_bound and "--allow-precision" in allowed:
+        fixes.append(Fix({"keras.mixed_precision": True}, "GPU_BOUND"))
     if codes & HOST_CODES and seen.saw("keras.compile"):
         current = int(seen.values.get("keras.steps_per_execution") or 1)
         code = next(iter(sorted(codes & HOST_CODES)))
@@ -189,6 +210,10 @@ def candidates(
             if value > current
         ]
     return fixes
+
+
+def _batch_adjustable(seen: Seen) -> bool:
+    return any(seen.saw(what) for what in ("torch.DataLoader", "tf.batch", "keras.fit_arrays"))
 
 
 def _loader_fixes(seen: Seen, *, cuda: bool, cpu_count: int) -> list[Fix]:

@@ -199,8 +199,13 @@ class TrySession:
                 if result.per_batch_s is None:
                     row.problem = row.problem or result.problem
                     continue
+                # A larger batch is compared per sample: its time per batch over the scale.
+                applied = result.seen.get("applied", {})
+                scale = (
+                    int(row.fix.settings.get("batch.scale", 1)) if "batch.scale" in applied else 1
+                )
                 row.per_batch_s.append(result.per_batch_s)
-                row.ratios.append(base.per_batch_s / result.per_batch_s)
+                row.ratios.append(base.per_batch_s / (result.per_batch_s / scale))
         for row in rows:
             row.noise = max(baselines) / min(baselines) - 1.0
 
