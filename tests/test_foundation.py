@@ -43,7 +43,7 @@ def test_a_subcommand_builds_only_its_own_parser() -> None:
     code = (
         "import sys, gpuwhy.cli\n"
         "parser = gpuwhy.cli.build_parser(only='run')\n"
-        "own = ('gpuwhy.cli.run', 'gpuwhy.cli.fail_on')\n"
+        "own = ('gpuwhy.cli.run', 'gpuwhy.cli.fail_on', 'gpuwhy.cli.job_command')\n"
         "others = sorted(m for m in sys.modules if m.startswith('gpuwhy.cli.') and m not in own)\n"
         "print(sorted(parser._subparsers._group_actions[0].choices), others)"
     )
@@ -58,7 +58,8 @@ def test_a_subcommand_builds_only_its_own_parser() -> None:
     # A misspelt command still gets the whole list to choose from.
     result = _gpuwhy("rnu")
     assert result.returncode == 2 and "invalid choice" in result.stderr
-    assert all(name in result.stderr for name in ("doctor", "run", "report", "watch", "export"))
+    names = ("doctor", "run", "try", "report", "watch", "export")
+    assert all(name in result.stderr for name in names)
 
 
 def test_version_answers_well_under_half_a_second() -> None:

@@ -70,23 +70,9 @@ def test_the_jobs_outputs_are_untouched(
 def test_a_compute_bound_job_has_nothing_to_gain(tmp_path: Path) -> None:
     pytest.importorskip("tensorflow")
     report = tmp_path / "try.json"
-    done = gpuwhy_try(
-        [
-            "--skip",
-            "5",
-            "--steps",
-            "30",
-            "--json",
-            str(report),
-            "--",
-            sys.executable,
-            str(JOB),
-            "--loop",
-            "keras",
-            "--healthy",
-        ],
-        tmp_path,
-    )
+    budget = ["--skip", "5", "--steps", "30", "--json", str(report)]
+    job = [sys.executable, str(JOB), "--loop", "keras", "--healthy"]
+    done = gpuwhy_try([*budget, "--", *job], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(report.read_text())
     assert "INPUT_BOUND" not in result["findings"] and result["fixes"] == []
@@ -97,27 +83,10 @@ def test_a_compute_bound_job_has_nothing_to_gain(tmp_path: Path) -> None:
 def test_a_fix_that_cannot_help_is_not_called_a_win(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     report = tmp_path / "try.json"
-    done = gpuwhy_try(
-        [
-            "--fix",
-            "torch.num_workers=2",
-            "--rounds",
-            "3",
-            "--skip",
-            "5",
-            "--steps",
-            "30",
-            "--json",
-            str(report),
-            "--",
-            sys.executable,
-            str(JOB),
-            "--loop",
-            "torch",
-            "--healthy",
-        ],
-        tmp_path,
-    )
+    fix = ["--fix", "torch.num_workers=2", "--rounds", "3"]
+    budget = ["--skip", "5", "--steps", "30", "--json", str(report)]
+    job = [sys.executable, str(JOB), "--loop", "torch", "--healthy"]
+    done = gpuwhy_try([*fix, *budget, "--", *job], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(report.read_text())
     (row,) = result["fixes"]

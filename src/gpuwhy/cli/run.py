@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpuwhy.cli import fail_on
+from gpuwhy.cli.job_command import job_command
 from gpuwhy.errors import ExitCode, UsageError
 
 DESCRIPTION = """\
@@ -102,11 +103,7 @@ def _handle(args: argparse.Namespace) -> int:
     from gpuwhy.runtime.job import JobOptions, run_job
     from gpuwhy.runtime.paths import default_recording_path
 
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        raise UsageError("run: no command given", "usage: gpuwhy run [options] -- python train.py")
+    command = job_command(args.command, "run")
     interval = float(args.interval)
     if not (math.isfinite(interval) and MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S):
         raise UsageError(

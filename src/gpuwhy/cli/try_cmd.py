@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from gpuwhy.cli.job_command import job_command
 from gpuwhy.errors import UsageError
 
 DESCRIPTION = """\
@@ -118,11 +119,7 @@ def _handle(args: argparse.Namespace) -> int:
     from gpuwhy.tryout.session import TrySession
     from gpuwhy.tryout.workdir import changed, listing
 
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        raise UsageError("try: no command given", "usage: gpuwhy try [options] -- python train.py")
+    command = job_command(args.command, "try")
     budget = _budget(args)
     if not 1 <= args.rounds <= MAX_ROUNDS:
         raise UsageError(f"try: --rounds {args.rounds}: out of range", f"give 1 to {MAX_ROUNDS}")
