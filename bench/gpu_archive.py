@@ -204,7 +204,9 @@ def readme(folder: Path) -> str:
         "and `profiled.*` with the profiler's trace of the slow variant "
         "(`profile.trace.json.gz`: torch.profiler; `profile.profile.zip`: jax.profiler). "
         "`extras/`: `doctor --save`, the gpu-marked tests (JUnit XML), the sampler's cost, "
-        "the overhead of `gpuwhy run`. `manifest-part<N>.json`: every run's exact command, "
+        "the overhead of `gpuwhy run`, and `try-torch_loader.json`: `gpuwhy try --fix` with "
+        "the --fixed variant's settings (its truth: the scenario's pairs). "
+        "`manifest-part<N>.json`: every run's exact command, "
         "environment, exit code and wall time.",
         "",
     ]

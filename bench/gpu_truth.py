@@ -89,9 +89,11 @@ class Capture:
         estimate_s: float | None = None,
         cwd: Path | None = None,
         ok_codes: tuple[int, ...] = (0,),
+        timeout_s: float | None = None,
     ) -> dict[str, Any] | None:
         """Run a command (None if the budget cannot fit it); its record in the manifest.
-        `ok_codes`: the exit codes that mean it did its work (doctor exits 1 on findings)."""
+        `ok_codes`: the exit codes that mean it did its work (doctor exits 1 on findings);
+        `timeout_s`: for a command of several runs (default: one run's limit)."""
         guess = estimate_s if estimate_s is not None else FIRST_GUESS_S[self.size]
         if time.monotonic() + guess > self.deadline:
             self.skipped.append(name)
@@ -107,7 +109,7 @@ class Capture:
                     stderr=subprocess.STDOUT,
                     env={**self.env, **(env or {})},
                     cwd=cwd or self.work,
-                    timeout=RUN_TIMEOUT_S[self.size],
+                    timeout=timeout_s or RUN_TIMEOUT_S[self.size],
                     check=False,
                 )
                 code: int | str = done.returncode
@@ -251,6 +253,53 @@ def run_extras(capture: Capture, dry_run: bool, pairs: int) -> None:
     )
 
 
+# `gpuwhy try` on the GPU (docs/try.md): the fix of torch_loader's --fixed variant, applied
+# in-process, against the scenario's own slow/fixed pairs (its truth, part 1). The other
+# scenarios' fixes are code no setting reaches (a tensor sliced by hand, a sync removed).
+TRY_RUNS = (
+    (
+        "torch_loader",
+        "torch.num_workers=8,torch.pin_memory,torch.persistent_workers,torch.prefetch_factor=4",
+        3,
+    ),
+)
+
+
+def run_tries(capture: Capture, dry_run: bool) -> None:
+    """Part 3: `gpuwhy try --fix` on the scenarios of TRY_RUNS, its JSON kept in extras/."""
+    py = sys.executable
+    budget = ["--skip", "5", "--steps", "20"] if dry_run else ["--skip", "10", "--steps", "50"]
+    for name, fix, rounds in TRY_RUNS:
+        scenario = BY_NAME[name]
+        if dry_run:
+            fix = fix.replace("num_workers=8", "num_workers=2")  # the tiny preset's workers
+        runs = 1 + 2 * (1 if dry_run else rounds)
+        capture.run(
+            f"try-{name}",
+            [
+                py,
+                "-m",
+                "gpuwhy",
+                "try",
+                "--fix",
+                fix,
+                "--rounds",
+                "1" if dry_run else str(rounds),
+                *budget,
+                "--json",
+                str(capture.work / "extras" / f"try-{name}.json"),
+                "--",
+                py,
+                str(scenario.script),
+                "--size",
+                capture.size,
+            ],
+            scenario.env,
+            estimate_s=runs * FIRST_GUESS_S[capture.size],
+            timeout_s=runs * RUN_TIMEOUT_S[capture.size],
+        )
+
+
 def truths(work: Path, scenario: Scenario) -> dict[str, Any]:
     """The measured truth of a scenario from its jobs' own timings: medians over the pairs."""
     import json
@@ -313,6 +362,7 @@ def capture_part(
         run_scenario(capture, scenario, pairs)
     if 3 in numbers and not only:
         run_extras(capture, size == "tiny", pairs)
+        run_tries(capture, size == "tiny")
     manifest = {
         "kind": "gpuwhy.gpu-truth",
         "part": part,

@@ -68,6 +68,7 @@ def test_the_dry_run_captures_every_scenario_and_its_truth(capture: dict[str, An
         assert scenario["truth"]["train_speedup"] > 0, name
     extras = {r["name"] for r in manifest["runs"]}
     assert {"doctor", "pytest-gpu", "sampler_cost", "overhead"} <= extras
+    assert "try-torch_loader" in extras
     assert manifest["commit"] != "unknown" and manifest["machine"]["cpu_count"] >= 1
     commands = [" ".join(r["command"]) for r in manifest["runs"]]
     assert all(str(ROOT) not in c for c in commands)  # portable: <repo>, <work>
@@ -99,6 +100,7 @@ def test_the_archive_fits_and_holds_a_recording_report_and_truth_per_run(
         "extras/pytest-gpu.xml",
         "extras/overhead.md",
         "extras/sampler_cost.md",
+        "extras/try-torch_loader.json",
         "manifest.json",
     } <= names
 

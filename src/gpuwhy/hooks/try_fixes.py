@@ -49,8 +49,8 @@ class _Trial:
         self.skip = int(settings.get("skip", 0))
         self.steps = int(settings.get("steps", 0))  # 0: no budget, the job runs to its end
         self.time_s = settings.get("time_s")
-        self.counted = 0
-        self.measured_from_ns: int | None = None
+        self.counted: dict[str, int] = {}  # steps per phase
+        self.measured_from_ns: dict[str, int] = {}  # per phase: the end of its warm-up
         self.seen: dict[str, int] = {}
         self.sites: dict[str, str] = {}
         self.applied: dict[str, int] = {}
@@ -69,20 +69,24 @@ class _Trial:
         self.applied[fix] = self.applied.get(fix, 0) + 1
 
     def on_step(self, phase: str, steps: int, t: int) -> None:
-        """A step of `phase` closed at `t` (tracker.close_step): stop once the budget is spent."""
-        if os.getpid() != self.pid:
+        """A step of `phase` closed at `t` (tracker.close_step): stop once the budget is spent.
+
+        Without a phase named, every phase counts its own steps and the first to spend the
+        budget is the one measured (a short warm-up loop or a validation pass does not).
+        """
+        if os.getpid() != self.pid or not self.steps:
             return  # a forked worker: only the job's own process counts steps
-        if self.phase is None:
-            self.phase = phase  # the first phase that runs steps is the one measured
-        if phase != self.phase or not self.steps:
+        if self.phase is not None and phase != self.phase:
             return
-        self.counted += steps
-        if self.measured_from_ns is None and self.counted >= self.skip:
-            self.measured_from_ns = t
-        done = self.counted >= self.skip + self.steps
-        if not done and self.time_s is not None and self.measured_from_ns is not None:
-            done = (t - self.measured_from_ns) / 1e9 >= float(self.time_s)
+        counted = self.counted[phase] = self.counted.get(phase, 0) + steps
+        if phase not in self.measured_from_ns and counted >= self.skip:
+            self.measured_from_ns[phase] = t
+        done = counted >= self.skip + self.steps
+        started = self.measured_from_ns.get(phase)
+        if not done and self.time_s is not None and started is not None:
+            done = (t - started) / 1e9 >= float(self.time_s)
         if done:
+            self.phase = phase
             self.stop(t)
 
     def report(self) -> None:
@@ -94,7 +98,7 @@ class _Trial:
             "sites": self.sites,
             "applied": self.applied,
             "values": self.values,
-            "phase": self.phase,
+            "phase": self.phase or _most_steps(self.counted),
             "steps": self.counted,
         }
         emitter.emit(Event(tracker.clock(), TRY_SEEN_EVENT, "what the trial saw", data))
@@ -104,8 +108,9 @@ class _Trial:
         try:
             tracker.unwind(0, t)  # this thread's phases end with the last step
             self.report()
-            message = f"stopped after {self.counted} steps of {self.phase}"
-            emitter.emit(Event(t, TRY_STOPPED_EVENT, message, {"steps": self.counted}))
+            steps = self.counted.get(self.phase or "", 0)
+            message = f"stopped after {steps} steps of {self.phase}"
+            emitter.emit(Event(t, TRY_STOPPED_EVENT, message, {"steps": steps}))
             for process in multiprocessing.active_children():  # data loader workers
                 process.terminate()
             emitter.finish()  # delivers every record, closes the socket
@@ -113,6 +118,11 @@ class _Trial:
                 stream.flush()  # the job's output, for the log `gpuwhy try` keeps
         finally:
             os._exit(0)
+
+
+def _most_steps(counted: Mapping[str, int]) -> str | None:
+    """A job that ended before its budget: the phase that ran the most steps is measured."""
+    return max(counted, key=lambda phase: counted[phase], default=None)
 
 
 _trial: _Trial | None = None

@@ -58,7 +58,10 @@ def write_text(report: TryReport, stream: TextIO, *, wrote: list[str]) -> None:
         for flag in best.fix.opt_in():
             say(f"  (allowed by {flag}: it may change the training's results)\n")
     if report.saves_skipped:
-        say(f"skipped {report.saves_skipped} model saves per run (a short run must not keep one)\n")
+        say(
+            f"skipped {report.saves_skipped} model saves per run of the job as written "
+            "(a short run must not keep one)\n"
+        )
     _wrote(say, wrote)
 
 

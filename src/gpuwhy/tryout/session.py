@@ -103,7 +103,7 @@ class TryReport:
     rows: list[Row] = field(default_factory=list)
     nothing_to_gain: str | None = None  # why nothing was tried
     ceiling: float | None = None  # the INPUT_BOUND estimate: the phase with its wait gone
-    saves_skipped: int = 0
+    saves_skipped: int = 0  # model saves skipped in a run of the job as written (the most)
 
     @property
     def best(self) -> Row | None:
@@ -192,7 +192,8 @@ class TrySession:
                 )
             report.baseline_per_batch_s.append(base.per_batch_s)
             baselines.append(base.per_batch_s)
-            report.saves_skipped += int(base.seen.get("seen", {}).get("saves_skipped", 0))
+            skipped = int(base.seen.get("seen", {}).get("saves_skipped", 0))
+            report.saves_skipped = max(report.saves_skipped, skipped)
             for row in rows:
                 result = results[id(row)]
                 row.applied |= bool(set(row.fix.settings) & set(result.seen.get("applied", {})))
