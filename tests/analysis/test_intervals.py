@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from gpuwhy.analysis.intervals import IntervalSet, clip, total_ns, union
+import random
+
+from gpuwhy.analysis.intervals import IntervalSet, SortedRuns, clip, total_ns, union
 
 
 def test_union_merges_overlapping_and_touching_and_drops_empty() -> None:
@@ -28,3 +30,17 @@ def test_interval_set_clip_matches_the_linear_clip() -> None:
     window = IntervalSet(spans)
     for start, end in [(5, 45), (10, 20), (-5, 100), (25, 26), (50, 60), (12, 18)]:
         assert window.clip(start, end) == clip(spans, start, end)
+
+
+def test_the_overlap_of_two_interval_lists_matches_a_point_count() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        first = union((a, a + rng.randint(0, 9)) for a in rng.sample(range(100), 12))
+        second = union((a, a + rng.randint(0, 9)) for a in rng.sample(range(100), 12))
+        counted = sum(
+            1
+            for t in range(120)
+            if any(s <= t < e for s, e in first) and any(s <= t < e for s, e in second)
+        )
+        assert SortedRuns.of(first).overlap_with_ns(SortedRuns.of(second)) == counted
+        assert SortedRuns.of(second).overlap_with_ns(SortedRuns.of(first)) == counted

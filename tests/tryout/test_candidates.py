@@ -125,12 +125,18 @@ def test_the_code_change_names_the_call_and_where_it_is() -> None:
 
 
 def test_estimates_follow_the_wait_share_and_the_loaders_at_once() -> None:
-    # a wait of 75 %: 4 workers make the input 0.75 / 4 < 0.25, so the rest bounds it: 4x
+    # a wait of 75 % made between steps: 4 workers make the input 0.75 / 4 < 0.25, so the
+    # rest bounds it: 4x
     assert estimate({"torch.num_workers": 4}, [INPUT], LOADER) == 4.0
     assert estimate({"torch.num_workers": 2}, [INPUT], LOADER) == pytest.approx(2.67, abs=0.01)
-    assert estimate({"tf.parallel_map": True}, [INPUT], TF_MAP, cpu_count=2) == 2.67
+    # tf.data appends a prefetch: the input already overlapped the steps and took all of each
+    # step (1), so two calls at once make a batch in half a step: 2x
+    assert estimate({"tf.parallel_map": True}, [INPUT], TF_MAP, cpu_count=2) == 2.0
     assert estimate({"tf.prefetch": True}, [INPUT], TF_MAP) == 1.0  # tf.data adds one itself
-    no_injection = Seen({"tf.no_prefetch": 1})
+    no_injection = Seen({"tf.map_sequential": 1, "tf.no_prefetch": 1})
     assert estimate({"tf.prefetch": True}, [INPUT], no_injection) == pytest.approx(1.33, abs=0.01)
+    assert estimate({"tf.parallel_map": True}, [INPUT], no_injection, cpu_count=2) == 2.67
+    with_workers = Seen(LOADER.counts, LOADER.sites, {"torch.num_workers": 2})
+    assert estimate({"torch.num_workers": 4}, [INPUT], with_workers) == 2.0  # 1 / (1 / 2)
     assert estimate({"torch.pin_memory": True}, [INPUT], LOADER) is None
     assert estimate({"torch.num_workers": 4}, [], LOADER) is None  # no wait measured

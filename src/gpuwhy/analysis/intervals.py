@@ -99,6 +99,11 @@ class SortedRuns:
         self.ends = ends
         self._prefix: list[int] = [0, *itertools.accumulate(map(operator.sub, ends, starts))]
 
+    @classmethod
+    def of(cls, intervals: Sequence[Interval]) -> SortedRuns:
+        """From (start, end) pairs sorted by start (overlapping ones are merged)."""
+        return cls([start for start, _ in intervals], [end for _, end in intervals])
+
     @property
     def total_ns(self) -> int:
         return self._prefix[-1]

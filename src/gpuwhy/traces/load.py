@@ -61,9 +61,11 @@ def is_trace_path(path: str) -> bool:
 def load_traces(path: str) -> list[RankTrace]:
     """Every rank's trace under ``path``, ordered by rank; TraceError (exit 2) if there is none."""
     candidate = Path(path)
-    if _has_xplane(candidate):
-        files = [candidate] if candidate.is_file() else xplane_files(candidate)
-        return [read_xplane(str(file)) for file in files]
+    if candidate.is_file() and candidate.name.endswith(_XPLANE_SUFFIX):
+        return [read_xplane(str(candidate))]
+    xplanes = xplane_files(candidate) if candidate.is_dir() else []  # one walk of the folder
+    if xplanes:
+        return [read_xplane(str(file)) for file in xplanes]
     if candidate.is_dir():
         files = [file for file in _trace_files(candidate) if _looks_like_trace_file(file)]
         if not files:

@@ -27,7 +27,14 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpuwhy.analysis.intervals import Interval, IntervalSet, subtract, total_ns, union
+from gpuwhy.analysis.intervals import (
+    Interval,
+    IntervalSet,
+    SortedRuns,
+    subtract,
+    total_ns,
+    union,
+)
 from gpuwhy.traces import HostCall, OpKind, RankTrace
 
 KERNEL_WAIT_NS = 30_000
@@ -90,18 +97,7 @@ class RankFacts:
 
 def _overlap(first: Sequence[Interval], second: Sequence[Interval]) -> int:
     """Length of the intersection of two sorted, disjoint interval lists."""
-    i = j = 0
-    covered = 0
-    while i < len(first) and j < len(second):
-        lo = max(first[i][0], second[j][0])
-        hi = min(first[i][1], second[j][1])
-        if hi > lo:
-            covered += hi - lo
-        if first[i][1] < second[j][1]:
-            i += 1
-        else:
-            j += 1
-    return covered
+    return SortedRuns.of(first).overlap_with_ns(SortedRuns.of(second))
 
 
 def _sync_idle(
@@ -111,11 +107,12 @@ def _sync_idle(
     if not syncs:
         return 0
     starts = [start for start, _ in syncs]
+    loading = SortedRuns.of(loader)
     idle = 0
     for lo, hi in gaps:
         index = bisect.bisect_right(starts, lo) - 1
         if index >= 0 and syncs[index][1] >= lo:
-            idle += hi - lo - _overlap([(lo, hi)], loader)
+            idle += hi - lo - loading.overlap_ns(lo, hi)
     return idle
 
 
