@@ -86,7 +86,7 @@ def configure(sink: Sink | None) -> None:
         old.close()
     if not _atexit_registered:
         _atexit_registered = True
-        atexit.register(_at_exit)
+        atexit.register(finish)
 
 
 def connect_socket(path: str) -> bool:
@@ -227,12 +227,8 @@ def _with_pid(record: Span | Event) -> Span | Event:
 
 
 def finish() -> None:
-    """What interpreter exit does, now: exit hooks, the last delivery, the socket closed (for a
-    job about to leave by `os._exit`). Records emitted afterwards are not delivered."""
-    _at_exit()
-
-
-def _at_exit() -> None:
+    """Interpreter exit, or a job about to leave by `os._exit`: exit hooks, the last delivery,
+    the socket closed. Records emitted afterwards are not delivered."""
     for hook in _exit_hooks:
         with contextlib.suppress(Exception):  # exit must go on whatever a hook does
             hook()

@@ -68,6 +68,16 @@ class _Trial:
     def apply(self, fix: str) -> None:
         self.applied[fix] = self.applied.get(fix, 0) + 1
 
+    def batch_size(self, size: Any) -> Any:
+        """The batch size to use for the job's own `size`: scaled where the trial asks (the
+        first size seen is what the code change names)."""
+        self.values.setdefault("batch.size", size)
+        scale = self.fixes.get("batch.scale")
+        if not scale or not isinstance(size, int):
+            return size
+        self.apply("batch.scale")
+        return size * int(scale)
+
     def on_step(self, phase: str, steps: int, t: int) -> None:
         """A step of `phase` closed at `t` (tracker.close_step): stop once the budget is spent.
 
@@ -210,12 +220,11 @@ def _fix_loader(trial: _Trial, arguments: dict[str, Any], iterable: type) -> Non
         if fix in trial.fixes:
             arguments[name] = trial.fixes[fix]
             trial.apply(fix)
-    scale = trial.fixes.get("batch.scale")
     size = arguments.get("batch_size", 1)
-    trial.values.setdefault("batch.size", size)
-    if scale and isinstance(size, int) and arguments.get("batch_sampler") is None:
-        arguments["batch_size"] = size * int(scale)
-        trial.apply("batch.scale")
+    if arguments.get("batch_sampler") is None:
+        arguments["batch_size"] = trial.batch_size(size)
+    else:  # a sampler makes its own batches: nothing to scale
+        trial.values.setdefault("batch.size", size)
     if int(arguments.get("num_workers", 0) or 0) == 0:
         # torch refuses these without workers: a fix that adds them needs workers as well
         arguments.pop("persistent_workers", None)
@@ -270,12 +279,7 @@ def install_tensorflow() -> None:
         @functools.wraps(original)
         def batch(self: Any, batch_size: Any, *args: Any, **kwargs: Any) -> Any:
             trial.note("tf.batch", site=True)
-            trial.values.setdefault("batch.size", batch_size)
-            scale = trial.fixes.get("batch.scale")
-            if scale and isinstance(batch_size, int):
-                batch_size *= int(scale)
-                trial.apply("batch.scale")
-            return original(self, batch_size, *args, **kwargs)
+            return original(self, trial.batch_size(batch_size), *args, **kwargs)
 
         return batch
 
@@ -361,12 +365,8 @@ def _fit_with_prefetch(trial: _Trial) -> Callable[[Callable[..., Any]], Callable
                 bound.arguments["x"] = _prefetched(trial, x, tf.data.AUTOTUNE)  # type: ignore[union-attr]
             elif hasattr(x, "shape"):  # arrays: Keras batches them itself
                 trial.note("keras.fit_arrays", site=True)
-                size = bound.arguments.get("batch_size") or 32  # Keras' default
-                trial.values.setdefault("batch.size", size)
-                scale = trial.fixes.get("batch.scale")
-                if scale:
-                    bound.arguments["batch_size"] = int(size) * int(scale)
-                    trial.apply("batch.scale")
+                size = int(bound.arguments.get("batch_size") or 32)  # Keras' default: 32
+                bound.arguments["batch_size"] = trial.batch_size(size)
             return original(*bound.args, **bound.kwargs)
 
         return fit

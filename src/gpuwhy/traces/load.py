@@ -7,7 +7,6 @@ whatever the file is called.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from gpuwhy.traces.kineto import TraceError, read_kineto
@@ -40,22 +39,14 @@ def _trace_files(directory: Path) -> list[Path]:
     )
 
 
-def _has_xplane(path: Path) -> bool:
-    if path.is_file():
-        return path.name.endswith(_XPLANE_SUFFIX)
-    return path.is_dir() and any(
-        name.endswith(_XPLANE_SUFFIX) for _, _, names in os.walk(path) for name in names
-    )
-
-
 def is_trace_path(path: str) -> bool:
     """Whether ``path`` names profiler traces rather than a gpuwhy recording."""
     candidate = Path(path)
     if candidate.is_dir():
         return True
-    if _has_xplane(candidate):
-        return True
-    return candidate.is_file() and _looks_like_trace_file(candidate)
+    if not candidate.is_file():
+        return False
+    return candidate.name.endswith(_XPLANE_SUFFIX) or _looks_like_trace_file(candidate)
 
 
 def load_traces(path: str) -> list[RankTrace]:
