@@ -15,6 +15,7 @@ LAYER: dict[str, float] = {
     "_version": 0,
     "nvml_codes": 0,
     "redact": 0,
+    "rank_identity": 0,  # a process's rank, from its launcher's environment
     "wire": 0.5,  # the job-to-run protocol speaks in model records
     "env": 1,
     "telemetry": 1,

@@ -34,6 +34,9 @@ TRY_SEEN_EVENT = "try_seen"
 TRY_STOPPED_EVENT = "try_stopped"
 """A trial run stopped itself after its budget of steps."""
 
+PROCESS_EVENT = "process"
+"""Sent once by every process that connects: its pid, parent and rank (rank_identity.py)."""
+
 ENV_RUN_ID = "GPUWHY_RUN_ID"
 """Identifies the run; a process whose environment lacks it is not under `gpuwhy run`."""
 

@@ -194,6 +194,14 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         if busiest
     ]
     steady_wait = sum(steady_waits_ns) / len(steady_waits_ns) if steady_waits_ns else 0.0
+    if len(entry.steps) >= 2:  # ranks in lockstep: the slowest rank's wait is the phase's
+        wait_ns = max(
+            total_ns(union(_clip_all(entry.waits.get(pid, []), extent))) for pid in entry.steps
+        )
+        steady_wait = max(
+            total_ns(union(_clip_all(entry.waits.get(pid, []), IntervalSet(steady[pid].intervals))))
+            for pid in entry.steps
+        )
     steady_ns = total_ns(busiest.intervals) if busiest else 0
     gaps_ns = [
         _step_gaps_ns(entry.steps[pid], entry.waits.get(pid, []), extent) for pid in entry.steps

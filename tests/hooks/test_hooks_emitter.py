@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Iterator
 
@@ -11,6 +12,8 @@ from hookspans import Collected, LineServer
 
 from gpuwhy.hooks import emitter
 from gpuwhy.model import Event, Span, SpanKind
+from gpuwhy.rank_identity import RankIdentity
+from gpuwhy.wire import PROCESS_EVENT
 
 
 @pytest.fixture
@@ -65,9 +68,30 @@ def test_socket_sink_sends_wire_lines(server: LineServer) -> None:
     emitter.emit(span(3))
     emitter.emit(Event(5, "hook", "hello", {"a": 1}))
     emitter.flush()
-    records = server.wait_for(2)
-    assert records[0] == Span("train", SpanKind.STEP, 3, 4, step=3, pid=os.getpid())
-    assert records[1] == Event(5, "hook", "hello", {"a": 1})
+    records = server.wait_for(3)
+    hello = records[0]  # a connection first says which process speaks
+    assert isinstance(hello, Event) and hello.kind == PROCESS_EVENT
+    assert hello.data["pid"] == os.getpid() and hello.data["ppid"] == os.getppid()
+    assert records[1] == Span("train", SpanKind.STEP, 3, 4, step=3, pid=os.getpid())
+    assert records[2] == Event(5, "hook", "hello", {"a": 1})
+
+
+def test_a_process_under_a_launcher_names_its_rank(
+    server: LineServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {
+        "RANK": "3",
+        "WORLD_SIZE": "4",
+        "LOCAL_RANK": "1",
+        "GROUP_RANK": "1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    assert emitter.connect_socket(server.path)
+    (hello,) = server.wait_for(1)
+    assert isinstance(hello, Event)
+    assert RankIdentity.from_data(hello.data) == RankIdentity(
+        "torchrun", rank=3, world_size=4, local_rank=1, node=1, host=socket.gethostname()
+    )
 
 
 def test_connect_to_nothing_returns_false() -> None:
@@ -102,9 +126,11 @@ def test_a_forked_child_sends_its_own_records_once(server: LineServer) -> None:
     os.waitpid(pid, 0)
     emitter.emit(span(3))
     emitter.flush()
-    records = server.wait_for(3)
+    server.wait_for(5)
     time.sleep(0.2)
-    records = server.records()
+    records = [r for r in server.records() if isinstance(r, Span)]
+    hellos = [r.data["pid"] for r in server.records() if isinstance(r, Event)]
+    assert sorted(hellos) == sorted([os.getpid(), pid])  # each connection introduced itself
     by_step = sorted((r.step, r.pid) for r in records)  # type: ignore[union-attr]
     assert by_step == [(1, os.getpid()), (2, pid), (3, os.getpid())]
     assert server.connections == 2

@@ -24,6 +24,7 @@ from gpuwhy.recording import Recording
 from gpuwhy.redact import MASK, redact_command
 from gpuwhy.report.html.page import render_html, script_json, write_html
 from gpuwhy.report.html.phases import MAX_INTERVALS
+from gpuwhy.wire import PROCESS_EVENT
 
 GiB = 2**30
 HOSTILE = ("<script>alert(1)</script>", "\"'><img src=x onerror=alert(2)>")
@@ -234,3 +235,23 @@ def test_spans_of_a_recording_without_gpu_samples_still_draw_phases(tmp_path: Pa
         ],
         "background": False,
     }
+
+
+def test_a_data_parallel_job_gets_a_rank_table_with_its_text_escaped(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
+    for rank, wait in enumerate((0.01, 0.04)):
+        pid = 100 + rank
+        run.event(0.5, PROCESS_EVENT, "", pid=pid, ppid=1, launcher="torchrun", rank=rank,
+                  world_size=2, host=HOSTILE[1])  # fmt: skip
+        run.steps("train", 1, 30, 0.06 - wait, wait_s=wait, pid=pid)
+    run.phase("train", 1, 2.8)
+    page = _page(run.close())
+    section = page[page.index('<section id="ranks">') :]
+    section = section[: section.index("</section>")]
+    assert "train (2 ranks)" in section
+    assert section.count("<tr data-rank=") == 2
+    assert '<tr data-rank="rank 1"><th scope="row">rank 1</th>' in section
+    assert "40.0 ms" in section  # rank 1's wait per step
+    assert "<img" not in section and "&lt;img src=x" in section
+    # One process: no rank section at all.
+    assert '<section id="ranks">' not in _page(_run(tmp_path / "one.db"))

@@ -21,8 +21,10 @@ from constructed import GPU_OK_ENV, H100, NO_GPU_ENV, Run, device
 from rich.console import Console
 
 from gpuwhy.analysis import Diagnosis, diagnose
-from gpuwhy.report.terminal import make_console, render
+from gpuwhy.report.terminal import RANK_ROWS_SHOWN, make_console, render
 from gpuwhy.report.verdict import verdict
+from gpuwhy.telemetry.nvml import GPU_PROCESS_EVENT
+from gpuwhy.wire import PROCESS_EVENT
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 GiB = 2**30
@@ -205,3 +207,37 @@ def test_one_time_work_gets_its_own_line_under_the_table(tmp_path: Path) -> None
     ) in text
     healthy = _rendered(_diagnosis(_healthy_gpu_run(tmp_path / "h.db")), 120)
     assert "One-time work" not in healthy
+
+
+def _ranked_run(path: Path, waits: list[float]) -> Run:
+    """Ranks in lockstep on GPUs 0..n-1, each with its own input wait (as analysis/test_ranks)."""
+    devices = [device(rank) for rank in range(len(waits))]
+    run = Run(path, duration_s=10, devices=devices, environment=GPU_OK_ENV)
+    cycle = max(waits) + 0.01
+    for rank, wait in enumerate(waits):
+        pid = 1000 + rank
+        run.event(0.2, PROCESS_EVENT, "", pid=pid, ppid=1, launcher="torchrun", rank=rank,
+                  world_size=len(waits), host=f"node-{rank // 8}")  # fmt: skip
+        run.event(1.5, GPU_PROCESS_EVENT, "", pid=pid, device=rank, uuid=f"GPU-{rank}")
+        run.steps("train", 1, 40, cycle - wait, wait_s=wait, pid=pid)
+        run.gpu(rank, 1, 1 + 40 * cycle, util_gpu_pct=60, job_memory_bytes=GiB)
+    run.phase("train", 1, 1 + 40 * cycle)
+    return run
+
+
+def test_golden_data_parallel_run_shows_a_row_per_rank(tmp_path: Path) -> None:
+    text = _rendered(_diagnosis(_ranked_run(tmp_path / "r.db", [0.002, 0.030, 0.002])), 80)
+    _check_layout(text, 80)
+    assert "Per rank in 'train' (3 ranks)" in text
+    _check_golden("data_parallel_w80.txt", text)
+
+
+def test_a_large_jobs_table_keeps_the_ranks_that_wait_most(tmp_path: Path) -> None:
+    waits = [0.002] * 40
+    waits[33] = waits[17] = 0.030
+    text = _rendered(_diagnosis(_ranked_run(tmp_path / "r.db", waits)), 100)
+    _check_layout(text, 100)
+    rows = [line.split()[1] for line in text.splitlines() if re.match(r"rank \d+ ", line)]
+    assert len(rows) == RANK_ROWS_SHOWN and {"17", "33", "0"} <= set(rows)
+    assert rows == sorted(rows, key=int)  # shown in rank order
+    assert f"(+{40 - RANK_ROWS_SHOWN} more ranks: --json has every rank)" in text

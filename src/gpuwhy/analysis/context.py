@@ -13,6 +13,7 @@ from typing import Any
 from gpuwhy.analysis.alignment import ACTIVE, RUN, GpuWindowStats
 from gpuwhy.analysis.framework import Framework
 from gpuwhy.analysis.phases import PhaseStats
+from gpuwhy.analysis.ranks import RankPhase
 from gpuwhy.model import DeviceInfo, Finding
 
 TRAIN = "train"
@@ -48,6 +49,8 @@ class RunContext:
     sync_counts: Mapping[str, int] = field(default_factory=dict)  # phase -> hooks' "sync" events
     # phase -> steps with at least one sync; absent where the events do not say (older hooks)
     synced_steps: Mapping[str, int] = field(default_factory=dict)
+    # phase -> one row per rank, where two or more processes stepped in it (analysis/ranks.py)
+    ranks: Mapping[str, Sequence[RankPhase]] = field(default_factory=dict)
 
     @property
     def named_phases(self) -> list[PhaseStats]:

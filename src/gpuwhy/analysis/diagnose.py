@@ -18,6 +18,7 @@ from gpuwhy.analysis.framework import Framework, detect
 from gpuwhy.analysis.hostwindows import host_window_stats
 from gpuwhy.analysis.intervals import Interval, union
 from gpuwhy.analysis.phases import OTHER, PhaseStats, recording_phase_stats
+from gpuwhy.analysis.ranks import RankPhase, rank_phases
 from gpuwhy.analysis.rules import run_rules
 from gpuwhy.analysis.rules.transfer import link_bandwidth_bytes_per_s
 from gpuwhy.model import NS_PER_S, DeviceInfo, Event, Finding, Severity, sort_findings
@@ -60,6 +61,8 @@ class Diagnosis:
     command_raw: bool = False  # recorded with `gpuwhy run --no-redact`: credentials not masked
     # From profiler traces (analysis/kernels): a KernelReport with each rank's kernel-level figures.
     kernels: Any = None
+    # phase -> a row per rank, where several processes stepped in it (analysis/ranks.py)
+    ranks: Mapping[str, tuple[RankPhase, ...]] = field(default_factory=dict)
 
     @property
     def worst_severity(self) -> Severity | None:
@@ -181,6 +184,7 @@ def diagnose(recording: Recording, *, environment: Mapping[str, Any] | None = No
     host = host_window_stats(windows, recording)
     framework = detect(event_facts.events, facts)
     phases = _with_gpu(phases, gpu)
+    ranks = rank_phases(phases, event_facts.events, gpu)
 
     ctx = RunContext(
         duration_s=duration_s,
@@ -193,6 +197,7 @@ def diagnose(recording: Recording, *, environment: Mapping[str, Any] | None = No
         environment_findings=env_findings,
         sync_counts=event_facts.syncs,
         synced_steps=event_facts.synced_steps,
+        ranks=ranks,
     )
     exit_code = meta.get("exit_code")
     return Diagnosis(
@@ -208,4 +213,5 @@ def diagnose(recording: Recording, *, environment: Mapping[str, Any] | None = No
         framework=framework.value,
         complete=recording.complete,
         meta=meta,
+        ranks=ranks,
     )

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpuwhy.model import Event, Finding
+from gpuwhy.wire import PROCESS_EVENT
 
 
 class Framework(str, enum.Enum):
@@ -56,6 +57,8 @@ def _from_events(events: Iterable[Event]) -> Framework | None:
     backend: str | None = None
     seen: set[str] = set()
     for event in events:
+        if event.kind == PROCESS_EVENT:  # a launcher's name ("torchrun") says nothing of the job
+            continue
         data = event.data
         for key in ("backend", "keras_backend"):
             value = data.get(key)

@@ -11,8 +11,10 @@ with one-time work (warm-up steps, lead-ins, tails) reported apart (steady.py); 
 its total wait stay whole.
 
 Several processes may record the same phase (data-parallel ranks): steps are counted for the
-busiest process (ranks step in lockstep) and the data-wait fraction is their mean, so that N ranks
-waiting at the same moment count once, not N times.
+busiest process (ranks step in lockstep) and the data wait is the slowest rank's, so that N ranks
+waiting at the same moment count once, not N times, and a rank whose input lags (which the
+others wait for at each collective) sets the phase's wait. Each process's own figures stay
+apart (`PhaseStats.processes`, analysis/ranks.py).
 
 Spans are kept as arrays per phase, process and kind (spanruns.py), filled from `Span` records
 (`phase_stats`) or straight from a recording's stored span columns (`recording_phase_stats`): a
@@ -36,7 +38,13 @@ from gpuwhy.analysis.spanruns import (
     wait_runs,
     waited_ns,
 )
-from gpuwhy.analysis.steady import input_ends_of, rounds_of, steady_state, steady_wait_ns
+from gpuwhy.analysis.steady import (
+    SteadyState,
+    input_ends_of,
+    rounds_of,
+    steady_state,
+    steady_wait_ns,
+)
 from gpuwhy.model import NS_PER_S, SpanKind
 
 if TYPE_CHECKING:
@@ -45,6 +53,33 @@ if TYPE_CHECKING:
 OTHER = "other"
 DATA_WAIT = "data_wait"
 PSEUDO_PHASES = frozenset({OTHER, DATA_WAIT})
+
+
+@dataclass(frozen=True)
+class ProcessPhase:
+    """One process's part of a phase (a data-parallel rank's): its own steps and input wait.
+
+    `cycle_s` is the steady wall time per step, wait included: ranks that step in lockstep
+    share it, whoever is late. `steady_data_wait_s` is None where this process's input was not
+    timed."""
+
+    pid: int | None
+    steps: int
+    steady_steps: int
+    steady_time_s: float
+    steady_data_wait_s: float | None
+    step_time_p50_s: float | None
+    step_time_p95_s: float | None
+
+    @property
+    def cycle_s(self) -> float | None:
+        return self.steady_time_s / self.steady_steps if self.steady_steps else None
+
+    @property
+    def wait_per_step_s(self) -> float | None:
+        if self.steady_data_wait_s is None or not self.steady_steps:
+            return None
+        return self.steady_data_wait_s / self.steady_steps
 
 
 @dataclass(frozen=True)
@@ -83,6 +118,13 @@ class PhaseStats:
     sm_active: Mapping[int, float] | None = None  # 0..1, where GPM/DCGM counters were recorded
     # From a profiler trace: share 0..1 of the phase's time some device work ran (exact).
     gpu_busy: Mapping[int, float] | None = None
+    # Each process that stepped in the phase, most steps first (several: data-parallel ranks).
+    processes: tuple[ProcessPhase, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def process_steps(self) -> int:
+        """Steps summed over every process: what per-step counts of all ranks' events divide."""
+        return sum(p.steps for p in self.processes) or self.steps
 
     @property
     def is_pseudo(self) -> bool:
@@ -160,6 +202,7 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
     }
     waits_ns = [waited_ns(waits[pid], extent) for pid in pids]
     wait_ns = sum(waits_ns) / len(waits_ns) if waits_ns else 0.0
+    ranks = [pid for pid, runs in entry.steps.items() if len(runs)]
     rounds = rounds_of(entry.phase, extent)
     steady = {
         pid: steady_state(
@@ -178,7 +221,13 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         steady_wait_ns(waits[pid], steady.get(pid) or busiest) for pid in pids if busiest
     ]
     steady_wait = sum(steady_waits_ns) / len(steady_waits_ns) if steady_waits_ns else 0.0
+    if len(ranks) >= 2:
+        # Ranks in lockstep move at the pace of the one whose input is slowest: its wait is
+        # the phase's (the others spend it waiting for that rank at the collective).
+        wait_ns = max(waited_ns(waits[pid], extent) for pid in ranks)
+        steady_wait = max(steady_wait_ns(waits[pid], steady[pid]) for pid in ranks)
     steady_ns = busiest.time_ns if busiest else 0
+    processes = _processes(entry, steady, waits)
     gaps_ns = [step_gaps_ns(entry.steps[pid], waits[pid], extent) for pid in entry.steps]
     gap_ns = sum(gaps_ns) / len(gaps_ns) if gaps_ns else 0.0
     # A STEP without its WAIT is unknown, never zero (docs/hooks.md): the fraction is measured
@@ -210,7 +259,35 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         input_end_s=busiest.input_end_ns / NS_PER_S if busiest else 0.0,
         repeated_warmup_s=busiest.repeated_ns / NS_PER_S if busiest else 0.0,
         rounds_warmed=busiest.rounds_warmed if busiest else 0,
+        processes=processes,
     )
+
+
+def _processes(
+    entry: _PhaseSpans,
+    steady: Mapping[int | None, SteadyState],
+    waits: Mapping[int | None, SortedRuns],
+) -> tuple[ProcessPhase, ...]:
+    """Each stepping process's own figures, the busiest first."""
+    result = []
+    for pid, runs in entry.steps.items():
+        state = steady[pid]
+        p50, p95 = step_percentiles([state.runs], (0.50, 0.95))
+        timed = pid in entry.waits and len(entry.waits[pid]) > 0
+        result.append(
+            ProcessPhase(
+                pid=pid,
+                steps=runs.step_count(),
+                steady_steps=state.steps,
+                steady_time_s=state.time_ns / NS_PER_S,
+                steady_data_wait_s=(
+                    steady_wait_ns(waits[pid], state) / NS_PER_S if timed else None
+                ),
+                step_time_p50_s=p50,
+                step_time_p95_s=p95,
+            )
+        )
+    return tuple(sorted(result, key=lambda p: (-p.steps, p.pid or 0)))
 
 
 def _wait_fraction(

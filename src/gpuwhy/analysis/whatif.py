@@ -163,6 +163,19 @@ def balance_gpus(
     )
 
 
+def match_median_rank(
+    run_s: float, phase: str, rank: str, lag_per_step_s: float, steps: int
+) -> WhatIf:
+    """The late rank as quick as the median rank: the others stop waiting for it at every
+    step's collective, so each steady step loses the lag (``lag_per_step_s``)."""
+    return _whatif(
+        run_s,
+        lag_per_step_s * steps,
+        f"{rank} as quick as the median rank: {lag_per_step_s * 1000:.1f} ms of every steady "
+        f"step of '{phase}' ({steps} steps) no longer waited for; whole run by Amdahl",
+    )
+
+
 def warm_up_once(run_s: float, phase: str, repeated_s: float, rounds: int) -> WhatIf:
     """Per-round start-up paid once: ``repeated_s`` is what the ``rounds`` warmed rounds spent
     on warm-up steps and waits for the input to end, beyond the costliest round's, which stays."""

@@ -26,7 +26,8 @@ from typing import Any
 
 from gpuwhy.hooks import attribution
 from gpuwhy.model import Event, Span
-from gpuwhy.wire import ENV_SOCKET, encode
+from gpuwhy.rank_identity import identify
+from gpuwhy.wire import ENV_SOCKET, PROCESS_EVENT, encode
 
 FLUSH_INTERVAL_S = 0.2
 """Longest time a record waits in the buffer before the flusher delivers it."""
@@ -157,6 +158,19 @@ def pid() -> int:
     return _pid
 
 
+def process_event() -> Event:
+    """This process as a connection introduces it: pid, parent, and its rank where a launcher
+    (torchrun, MPI, SLURM, TF_CONFIG) gave it one."""
+    data: dict[str, Any] = {"pid": os.getpid(), "ppid": os.getppid()}
+    try:
+        identity = identify(os.environ)
+    except Exception:  # never let a strange environment cost the job its connection
+        identity = None
+    if identity is not None:
+        data.update(identity.to_data())
+    return Event(time.monotonic_ns(), PROCESS_EVENT, "process connected", data)
+
+
 # ---------------------------------------------------------------------------------- delivery
 
 
@@ -265,6 +279,11 @@ class SocketSink:
                 sock.close()
             return False
         self._sock = sock
+        try:  # first, who is speaking: the analysis groups this process's records by it
+            sock.sendall(encode(process_event()), getattr(socket, "MSG_NOSIGNAL", 0))
+        except OSError:
+            self.close()
+            return False
         return True
 
     def __call__(self, records: Sequence[Span | Event]) -> None:

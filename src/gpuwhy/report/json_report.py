@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuwhy._version import __version__
 from gpuwhy.analysis import DeviceStats, Diagnosis, PhaseStats
+from gpuwhy.analysis.ranks import RankPhase
 from gpuwhy.model import JSON_SCHEMA_VERSION
 from gpuwhy.report.verdict import verdict
 
@@ -110,6 +111,32 @@ def _trace(kernels: Any) -> dict[str, Any]:
     }
 
 
+def _rank(row: RankPhase) -> dict[str, Any]:
+    identity = row.identity
+    return {
+        "label": row.label,
+        "rank": row.rank,
+        "pid": row.pid,
+        "host": row.host,
+        "local_rank": identity.local_rank if identity else None,
+        "node": identity.node if identity else None,
+        "world_size": identity.world_size if identity else None,
+        "launcher": identity.launcher if identity else None,
+        "job": identity.job if identity else None,
+        "steps": row.steps,
+        "steady_steps": row.steady_steps,
+        "step_time_p50_s": _num(row.step_time_p50_s, 6),
+        "step_time_p95_s": _num(row.step_time_p95_s, 6),
+        "step_cycle_s": _num(row.cycle_s, 6),
+        "data_wait_per_step_s": _num(row.wait_per_step_s, 6),
+        "data_wait_fraction": _num(row.wait_fraction),
+        "syncs_per_step": _num(row.syncs_per_step, 3),
+        "gpu": row.device,
+        "gpu_uuid": row.gpu_uuid,
+        "gpu_util_pct": _num(row.gpu_util_pct, 1),
+    }
+
+
 def _environment(diagnosis: Diagnosis) -> dict[str, Any]:
     environment = {k: v for k, v in diagnosis.environment.items() if k != "findings"}
     environment["findings"] = [f.to_dict() for f in diagnosis.environment_findings]
@@ -139,6 +166,10 @@ def to_dict(diagnosis: Diagnosis) -> dict[str, Any]:
         "complete": diagnosis.complete,
         "gpuwhy_version": __version__,
     }
+    if diagnosis.ranks:
+        report["ranks"] = {
+            phase: [_rank(row) for row in rows] for phase, rows in diagnosis.ranks.items()
+        }
     if diagnosis.kernels is not None:
         report["trace"] = _trace(diagnosis.kernels)
     return dict(_jsonable(report))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from rich import box
@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuwhy.analysis import Diagnosis, PhaseStats
+from gpuwhy.analysis.ranks import RankPhase
 from gpuwhy.model import Finding, Severity
 from gpuwhy.report.verdict import environment_problems, verdict
 
@@ -102,6 +103,67 @@ def _phase_table(phases: Mapping[str, PhaseStats]) -> Table:
             style="dim" if phase.is_pseudo else None,
         )
     return table
+
+
+RANK_ROWS_SHOWN = 16
+"""A larger job's table keeps the ranks that wait most for input (the likely stragglers) and
+the first ranks; the JSON report has them all."""
+
+
+def _rank_rows(rows: Sequence[RankPhase]) -> tuple[list[RankPhase], int]:
+    if len(rows) <= RANK_ROWS_SHOWN:
+        return list(rows), 0
+    half = RANK_ROWS_SHOWN // 2
+    waiting = sorted(rows, key=lambda row: -(row.wait_per_step_s or 0.0))[:half]
+    first = [row for row in rows if row not in waiting][:half]
+    shown = set(map(id, waiting + first))
+    return [row for row in rows if id(row) in shown], len(rows) - len(shown)
+
+
+def _rank_table(rows: Sequence[RankPhase]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    for name in ("rank", "host", "steps", "step p50", "step p95", "wait/step", "wait", "GPU"):
+        table.add_column(
+            name,
+            justify="left" if name in ("rank", "host") else "right",
+            no_wrap=name == "rank",
+            overflow="fold",
+        )
+    shown, _ = _rank_rows(rows)
+    for row in shown:
+        gpu = ""
+        if row.device is not None:
+            gpu = f"{row.device}" + (
+                f" {row.gpu_util_pct:.0f}%" if row.gpu_util_pct is not None else ""
+            )
+        table.add_row(
+            Text(row.label),
+            Text(row.host or ""),
+            str(row.steps),
+            _seconds(row.step_time_p50_s),
+            _seconds(row.step_time_p95_s),
+            _seconds(row.wait_per_step_s),
+            _pct(row.wait_fraction),
+            gpu,
+        )
+    return table
+
+
+def _rank_section(diagnosis: Diagnosis, console: Console) -> None:
+    """Per rank, the training phase (or the phase with the most steps) of a data-parallel job."""
+    if not diagnosis.ranks:
+        return
+    name = (
+        "train"
+        if "train" in diagnosis.ranks
+        else max(diagnosis.ranks, key=lambda phase: diagnosis.phases[phase].steps)
+    )
+    rows = diagnosis.ranks[name]
+    console.print(Text(f"Per rank in '{name}' ({len(rows)} ranks)", style="bold underline"))
+    _wrapped(console, _rank_table(rows))
+    _, hidden = _rank_rows(rows)
+    if hidden:
+        _wrapped(console, Text(f"(+{hidden} more ranks: --json has every rank)", style="dim"))
 
 
 ONE_TIME_SHOWN = 0.05
@@ -243,6 +305,7 @@ def render(diagnosis: Diagnosis, console: Console) -> None:
     one_time = _one_time_line(diagnosis.phases)
     if one_time:
         _wrapped(console, Text(one_time, style="dim"))
+    _rank_section(diagnosis, console)
     if diagnosis.kernels is not None:
         console.print(Text("Kernel level (from the trace)", style="bold underline"))
         for text in _kernel_lines(diagnosis.kernels):

@@ -24,6 +24,9 @@ from gpuwhy.telemetry import nvml_decode as nd
 from gpuwhy.telemetry.job import JobTracker
 from gpuwhy.telemetry.nvml_device import NvmlDevice, SlowReading, nvml_error_code
 
+GPU_PROCESS_EVENT = "gpu_process"
+"""One of the job's processes seen on a GPU for the first time: pid, device index, UUID."""
+
 
 def _boot_clock() -> int:
     try:
@@ -59,6 +62,7 @@ class NvmlSource:
         self._slow_thread: threading.Thread | None = None
         self._pending: list[Record] = []  # events from open(), delivered by the first read
         self.slow_passes = 0  # completed slow-lane passes (PCIe, processes) over every GPU
+        self._job_processes: dict[int, set[int]] = {}  # device -> job pids already reported
 
     @property
     def unavailable_reason(self) -> str | None:
@@ -185,10 +189,33 @@ class NvmlSource:
                 job_sm_pct=slow.job_sm_pct,
             )
         ]
+        records.extend(self._new_job_processes(device, slow, now_ns))
         for kind in (UtilKind.GPU, UtilKind.MEMORY):
             for t_ns, value in device.buffered_samples(kind, clocks):
                 records.append(UtilSample(t_ns, device.index, kind, value))
         return records
+
+    def _new_job_processes(
+        self, device: NvmlDevice, slow: SlowReading, now_ns: int
+    ) -> list[Record]:
+        """An event the first time each of the job's processes shows on this GPU: which GPU a
+        rank uses, by the driver's own account (its UUID), not by the index the rank chose."""
+        if not slow.processes:
+            return []
+        seen = self._job_processes.setdefault(device.index, set())
+        events: list[Record] = []
+        for process in slow.processes:
+            if process.in_job and process.pid not in seen:
+                seen.add(process.pid)
+                events.append(
+                    Event(
+                        now_ns,
+                        GPU_PROCESS_EVENT,
+                        f"job process {process.pid} on GPU {device.index}",
+                        {"pid": process.pid, "device": device.index, "uuid": device.info.uuid},
+                    )
+                )
+        return events
 
     def processes(self, device: int) -> list[nd.GpuProcess] | None:
         """The compute processes on one GPU as of the last slow-lane pass (None if unknown)."""

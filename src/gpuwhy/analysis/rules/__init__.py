@@ -18,6 +18,7 @@ from gpuwhy.analysis.rules import (
     one_time,
     phase_gap,
     placement,
+    straggler,
     throttle,
     transfer,
     validation,
@@ -33,7 +34,8 @@ RULES: Sequence[Rule] = (
     validation.check,  # SLOW_VALIDATION
     phase_gap.check,  # PHASE_GPU_GAP
     host.check,  # HOST_BOUND, SYNC_BOUND
-    multi_gpu.check,  # IDLE_GPUS, GPU_IMBALANCE
+    multi_gpu.check,  # IDLE_GPUS, IDLE_ALLOCATED, GPU_IMBALANCE
+    straggler.check,  # STRAGGLER
     transfer.check,  # TRANSFER_BOUND
     throttle.check,  # THROTTLED
     memory.check,  # MEMORY_PRESSURE
@@ -50,7 +52,9 @@ RUNTIME_CODES = (
     "LAUNCH_BOUND",  # from profiler traces (analysis/kernels)
     "SYNC_BOUND",
     "IDLE_GPUS",
+    "IDLE_ALLOCATED",
     "GPU_IMBALANCE",
+    "STRAGGLER",
     "EXPOSED_COMMS",  # from profiler traces (analysis/kernels)
     "TRANSFER_BOUND",
     "PAGEABLE_COPY",  # from profiler traces (analysis/kernels)

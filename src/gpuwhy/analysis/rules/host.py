@@ -86,10 +86,11 @@ def check(ctx: RunContext) -> list[Finding]:
     # Unknown input wait (an untimed loop): an idle GPU may be starving, not host-bound.
     if util is None or util >= LOW_UTIL_PCT or wait is None or wait >= MODERATE_FRACTION:
         return []
-    syncs = ctx.sync_counts.get(train.name, 0)
-    per_step = syncs / train.steps
+    # Every rank counts its own syncs: divide by every rank's steps, not one rank's.
+    syncs, steps = ctx.sync_counts.get(train.name, 0), train.process_steps
+    per_step = syncs / steps
     synced = ctx.synced_steps.get(train.name)
-    synced_fraction = None if synced is None else min(1.0, synced / train.steps)
+    synced_fraction = None if synced is None else min(1.0, synced / steps)
     sync_bound = per_step >= SYNCS_PER_STEP and (
         synced_fraction is None or synced_fraction >= SYNCED_STEP_FRACTION
     )

@@ -1,10 +1,16 @@
-"""IDLE_GPUS and GPU_IMBALANCE: on a multi-GPU machine, GPUs the job leaves unused or uses unevenly.
+"""IDLE_GPUS, IDLE_ALLOCATED and GPU_IMBALANCE: on a multi-GPU machine, GPUs the job leaves
+unused, holds without using, or uses unevenly.
 
 IDLE_GPUS: the job runs on some GPUs while others stay below 1 % utilization with none of the job's
 processes on them (no peer flags this, references.md#peer-gaps; the idle level is NVML's
 "no kernel ran", references.md#nvml-utilization). GPU_IMBALANCE: among the GPUs the job uses, the
 least busy one is more than 20 % below the busiest (SageMaker Debugger LoadBalancing default
-threshold 0.2, references.md#gpuprof-traceml).
+threshold 0.2, references.md#gpuprof-traceml). IDLE_ALLOCATED: a GPU the job's processes hold
+memory on (NVML lists them there) that stays below the same 1 % while another of the job's GPUs
+works: TensorFlow maps memory on every visible GPU and computes on the first unless told
+otherwise (references.md#tf-memory-growth), and a rank that touches CUDA before choosing its
+device opens a context on GPU 0. Such a GPU is left out of GPU_IMBALANCE: it is the same cause,
+said once.
 """
 
 from __future__ import annotations
@@ -38,6 +44,25 @@ IDLE_FIXES = {
     "default": (
         "Use every GPU with data parallelism (MirroredStrategy, DDP), or hide the unused ones with "
         "`CUDA_VISIBLE_DEVICES` so others can use them."
+    ),
+}
+
+IDLE_ALLOCATED_FIXES = {
+    "tensorflow": (
+        "TensorFlow maps memory on every GPU it sees and computes on the first: train on all of "
+        "them with `tf.distribute.MirroredStrategy()` (model built inside `strategy.scope()`), "
+        "or let it see only the ones it uses (`CUDA_VISIBLE_DEVICES=0`, or "
+        "`tf.config.set_visible_devices(gpus[:1], 'GPU')` before any op runs)."
+    ),
+    "torch": (
+        "Call `torch.cuda.set_device(local_rank)` first thing in each rank (before any CUDA "
+        "call, `torch.load(map_location=...)` included), put the model on that device, and "
+        "start one rank per GPU (`torchrun --nproc-per-node=N`); or hide unused GPUs with "
+        "`CUDA_VISIBLE_DEVICES`."
+    ),
+    "default": (
+        "Run work on every GPU the job holds (one process per GPU), or let the job see only "
+        "the GPUs it computes on (`CUDA_VISIBLE_DEVICES`)."
     ),
 }
 
@@ -104,10 +129,57 @@ def check_idle(ctx: RunContext) -> list[Finding]:
     ]
 
 
+def _held_idle(ctx: RunContext) -> tuple[list[int], list[int]]:
+    """The GPUs the job's processes hold memory on: the idle ones, and the working ones."""
+    idle: list[int] = []
+    working: list[int] = []
+    for device, stats in ctx.active_gpu().items():
+        if stats.job_seen is not True or stats.util_mean_pct is None:
+            continue
+        (idle if stats.util_mean_pct < IDLE_UTIL_PCT else working).append(device)
+    return idle, working
+
+
+def check_idle_allocated(ctx: RunContext) -> list[Finding]:
+    idle, working = _held_idle(ctx)
+    if not idle or not working:
+        return []
+    active = ctx.active_gpu()
+    window, window_s = _window(ctx)
+    total = len(idle) + len(working)
+    est = whatif.use_all_gpus(ctx.duration_s, window, window_s, len(working), total)
+    return [
+        Finding(
+            code="IDLE_ALLOCATED",
+            severity=Severity.WARNING,
+            title=(
+                f"The job holds memory on GPU {_names(idle)} but runs nothing there "
+                f"(it computes on GPU {_names(working)})"
+            ),
+            evidence={
+                "idle_gpus": idle,
+                "working_gpus": working,
+                "idle_gpu_util_pct": {str(d): r(active[d].util_mean_pct, 1) for d in idle},
+                "idle_gpu_job_memory_bytes": {str(d): active[d].job_memory_max_bytes for d in idle},
+                "threshold_util_pct": IDLE_UTIL_PCT,
+                "reference": IDLE_REFERENCE,
+            },
+            fix=pick(ctx.framework, IDLE_ALLOCATED_FIXES),
+            speedup=est.speedup,
+            speedup_method=est.method,
+        )
+    ]
+
+
 def check_imbalance(ctx: RunContext) -> list[Finding]:
     window, window_s = _window(ctx)
     stats = used_stats(ctx, window)
-    loads = {d: s.util_mean_pct for d, s in stats.items() if s.util_mean_pct is not None}
+    held_idle, _ = _held_idle(ctx)
+    loads = {
+        d: s.util_mean_pct
+        for d, s in stats.items()
+        if s.util_mean_pct is not None and d not in held_idle
+    }
     if len(loads) < 2:
         return []
     busiest, least = max(loads.values()), min(loads.values())
@@ -139,4 +211,4 @@ def _names(devices: list[int]) -> str:
 
 
 def check(ctx: RunContext) -> list[Finding]:
-    return check_idle(ctx) + check_imbalance(ctx)
+    return check_idle(ctx) + check_idle_allocated(ctx) + check_imbalance(ctx)

@@ -24,7 +24,14 @@ from gpuwhy.errors import UsageError
 from gpuwhy.report.html.format import esc, seconds
 from gpuwhy.report.html.meta import run_section
 from gpuwhy.report.html.phases import phase_colors
-from gpuwhy.report.html.sections import command_text, environment, findings, header, phases
+from gpuwhy.report.html.sections import (
+    command_text,
+    environment,
+    findings,
+    header,
+    phases,
+    ranks,
+)
 from gpuwhy.report.html.timeline import timeline_data
 
 if TYPE_CHECKING:
@@ -113,7 +120,13 @@ def render_html(diagnosis: Diagnosis, recording: Recording) -> str:
     """The whole page as text (deterministic for a given recording), under MAX_HTML_BYTES."""
     script, css = asset("timeline.js"), asset("report.css")
     sections = "".join(
-        (phases(diagnosis), findings(diagnosis), environment(diagnosis), run_section(diagnosis))
+        (
+            phases(diagnosis),
+            ranks(diagnosis),
+            findings(diagnosis),
+            environment(diagnosis),
+            run_section(diagnosis),
+        )
     )
     # The timeline gets what the rest of the page leaves of the size limit.
     fixed = sum(_utf8_size(part) for part in (script, css, sections, header(diagnosis)))

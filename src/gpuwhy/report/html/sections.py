@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from gpuwhy.analysis import Diagnosis, PhaseStats
+from gpuwhy.analysis.ranks import RankPhase
 from gpuwhy.model import Finding
 from gpuwhy.redact import redact_command
 from gpuwhy.report.html.format import esc, evidence_rows, percent, seconds, with_code
@@ -126,6 +127,58 @@ def phases(diagnosis: Diagnosis) -> str:
         "“other” is run time no phase covers (start-up, imports, saving).</p>"
         f'<div class="scroll"><table class="phases"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div></section>"
+    )
+
+
+def _rank_row(row: RankPhase) -> str:
+    gpu = ""
+    if row.device is not None:
+        util = f" · {percent(row.gpu_util_pct / 100)}" if row.gpu_util_pct is not None else ""
+        gpu = f"{row.device}{util}"
+    cells = [
+        f'<th scope="row">{esc(row.label)}</th>',
+        f"<td>{esc(row.host or '')}</td>",
+        f'<td class="num">{esc(row.pid if row.pid is not None else "")}</td>',
+        f'<td class="num">{esc(row.steps)}</td>',
+        f'<td class="num">{esc(seconds(row.step_time_p50_s))}</td>',
+        f'<td class="num">{esc(seconds(row.step_time_p95_s))}</td>',
+        f'<td class="num">{esc(seconds(row.wait_per_step_s))}</td>',
+        f'<td class="num">{esc(percent(row.wait_fraction))}</td>',
+        f'<td class="num">{esc(gpu)}</td>',
+    ]
+    return f'<tr data-rank="{esc(row.label)}">{"".join(cells)}</tr>'
+
+
+def ranks(diagnosis: Diagnosis) -> str:
+    """Per phase that several processes stepped in, a row per rank (docs/distributed.md)."""
+    if not diagnosis.ranks:
+        return ""
+    head = "".join(
+        f'<th scope="col">{h}</th>'
+        for h in (
+            "rank",
+            "host",
+            "pid",
+            "steps",
+            "step p50",
+            "step p95",
+            "wait/step",
+            "wait",
+            "GPU",
+        )
+    )
+    tables = "".join(
+        f"<h3>{esc(phase)} ({len(rows)} ranks)</h3>"
+        f'<div class="scroll"><table class="phases ranks"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(_rank_row(row) for row in rows)}</tbody></table></div>"
+        for phase, rows in diagnosis.ranks.items()
+    )
+    return (
+        '<section id="ranks"><h2>Ranks</h2>'
+        '<p class="hint">Each data-parallel rank\'s own steps; “wait/step” is the time it waited '
+        "for its own input per steady step. Ranks in lockstep share one step time: a rank that "
+        "waits long for its input makes the others wait for it inside the collective.</p>"
+        f"{tables}</section>"
     )
 
 
