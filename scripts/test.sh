@@ -27,13 +27,14 @@ if [ "$fast" = 1 ]; then
     bash scripts/setup.sh
     wait "$envs"
 else
-    # The main environment, the framework test environments and the browser for the HTML
-    # report's tests are independent: set them up at once.
+    # The main environment, the framework test environments and the Debian packages (the
+    # browser for the HTML report's tests, Prometheus for the metrics test) are independent:
+    # set them up at once.
     bash scripts/test-envs.sh & envs=$!
-    bash scripts/browser.sh & browser=$!
+    bash scripts/system-packages.sh & packages=$!
     bash scripts/setup.sh
     wait "$envs"
-    wait "$browser"
+    wait "$packages"
 fi
 export GPUWHY_TEST_ENVS="$PWD/.venvs"
 .venv/bin/python -m ruff check src tests bench examples

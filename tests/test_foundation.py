@@ -43,7 +43,8 @@ def test_a_subcommand_builds_only_its_own_parser() -> None:
     code = (
         "import sys, gpuwhy.cli\n"
         "parser = gpuwhy.cli.build_parser(only='run')\n"
-        "own = ('gpuwhy.cli.run', 'gpuwhy.cli.fail_on', 'gpuwhy.cli.job_command')\n"
+        "own = ('gpuwhy.cli.run', 'gpuwhy.cli.fail_on', 'gpuwhy.cli.job_command',\n"
+        "       'gpuwhy.cli.metrics')\n"
         "others = sorted(m for m in sys.modules if m.startswith('gpuwhy.cli.') and m not in own)\n"
         "print(sorted(parser._subparsers._group_actions[0].choices), others)"
     )

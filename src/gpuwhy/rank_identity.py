@@ -77,6 +77,20 @@ def identify(environ: Mapping[str, str], *, host: str | None = None) -> RankIden
     return None
 
 
+def inherited(
+    pid: int | None, identities: Mapping[int, RankIdentity], parents: Mapping[int, int]
+) -> RankIdentity | None:
+    """The identity of ``pid``, or of its nearest ancestor that has one: a DataLoader worker or
+    a job's own pool process belongs to the rank that started it."""
+    seen: set[int] = set()
+    while pid is not None and pid not in seen:
+        seen.add(pid)
+        if pid in identities:
+            return identities[pid]
+        pid = parents.get(pid)
+    return None
+
+
 _Found = tuple[int, int | None, int | None, int | None, str | None]  # rank, world, local, node, job
 
 

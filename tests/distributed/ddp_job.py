@@ -34,6 +34,7 @@ def main() -> None:
     parser.add_argument("--slow-rank", type=int, default=-1)
     parser.add_argument("--slow-read-ms", type=float, default=32.0, help="per batch")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--linger-s", type=float, default=0.0, help="stay after training")
     args = parser.parse_args()
 
     import torch
@@ -80,6 +81,7 @@ def main() -> None:
     end = time.perf_counter()
     dist.barrier()
     dist.destroy_process_group()
+    time.sleep(args.linger_s)  # a live metrics scrape still sees the final counts
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"rank{rank}.json").write_text(
         json.dumps(

@@ -37,7 +37,8 @@ pytestmark = pytest.mark.slow
 def _run(tmp: Path, name: str, *job_args: str) -> dict[str, Any]:
     out = tmp / name
     command = [
-        sys.executable, "-m", "gpuwhy", "run", "--json", str(tmp / f"{name}.json"), "--",
+        sys.executable, "-m", "gpuwhy", "run", "--json", str(tmp / f"{name}.json"),
+        "--record", str(tmp / f"{name}.gpuwhy.db"), "--",
         sys.executable, "-m", "torch.distributed.run", "--standalone",
         f"--nproc-per-node={RANKS}", str(JOB), "--steps", str(STEPS), "--out", str(out),
         *job_args,

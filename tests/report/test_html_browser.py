@@ -1,4 +1,4 @@
-"""The HTML report in a real headless Chromium (Debian's `chromium`, see scripts/browser.sh).
+"""The HTML report in a real headless Chromium (Debian's `chromium`: scripts/system-packages.sh).
 
 Recordings are CONSTRUCTED through the real RecordingWriter (tests/analysis/constructed.py, and
 tests/support/synth at scale): their GPU samples stand in for NVML readings on this GPU-less
@@ -33,7 +33,7 @@ from gpuwhy.recording import Recording
 from gpuwhy.report.html.page import MAX_HTML_BYTES, write_html
 from support.synth import synthesize
 
-# A real browser (Chromium, scripts/browser.sh): the full lane only.
+# A real browser (Chromium, scripts/system-packages.sh): the full lane only.
 pytestmark = pytest.mark.slow
 
 GiB = 2**30
@@ -59,7 +59,7 @@ def chromium_binary() -> str:
         found = shutil.which(name) if name else None
         if found:
             return found
-    message = "chromium is not installed: run scripts/browser.sh"
+    message = "chromium is not installed: run scripts/system-packages.sh"
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from gpuwhy.analysis.alignment import GpuWindowStats
 from gpuwhy.analysis.phases import PhaseStats, ProcessPhase
 from gpuwhy.model import Event
-from gpuwhy.rank_identity import RankIdentity
+from gpuwhy.rank_identity import RankIdentity, inherited
 from gpuwhy.telemetry.nvml import GPU_PROCESS_EVENT
 from gpuwhy.wire import PROCESS_EVENT
 
@@ -66,13 +66,7 @@ class _Processes:
     syncs: dict[tuple[str, int], int]  # (phase, pid) -> syncs counted
 
     def identity_of(self, pid: int | None) -> RankIdentity | None:
-        seen: set[int] = set()
-        while pid is not None and pid not in seen:  # a worker is its parent's rank
-            seen.add(pid)
-            if pid in self.identity:
-                return self.identity[pid]
-            pid = self.parent.get(pid)
-        return None
+        return inherited(pid, self.identity, self.parent)
 
 
 def _processes(events: Iterable[Event]) -> _Processes:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from gpuwhy.cli import fail_on
+from gpuwhy.cli import fail_on, metrics
 from gpuwhy.cli.job_command import job_command
 from gpuwhy.errors import ExitCode, UsageError
 
@@ -92,6 +92,7 @@ def register(subparsers: Any) -> None:
         f"first {PROFILE_SKIP} with torch.profiler, no code change, and add the kernel-level "
         "findings to the report; the trace is written beside the recording",
     )
+    metrics.add_argument(parser)
     fail_on.add_argument(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.set_defaults(handler=_handle)
@@ -118,6 +119,8 @@ def _handle(args: argparse.Namespace) -> int:
     json_path = _checked_output_path(args.json, "--json") if args.json else None
     html_path = _checked_output_path(args.html, "--html") if args.html else None
     gate = fail_on.parse(args.fail_on, "run")
+    if args.metrics:
+        metrics.check_address(args.metrics)
     record = _checked_record_path(args.record) if args.record else None
     resolve_command(command, os.environ)  # SpawnError (127/126) before any file is created
     if record is None:
@@ -141,13 +144,21 @@ def _handle(args: argparse.Namespace) -> int:
         redact=not args.no_redact,
         profile=None if profile_dir is None else (PROFILE_SKIP, args.profile, profile_dir),
     )
+    # Bound before the job starts: a taken port is a one-line error, not a job half watched.
+    served = metrics.RunMetrics(args.metrics, record) if args.metrics else None
+    if served is not None and not args.quiet:
+        _say(stderr, f"metrics at http://{served.server.host}:{served.server.port}/metrics")
     with FinishGuard() as guard:
-        result = run_job(
-            options,
-            environ=os.environ,
-            on_started=_live_starter(stderr, quiet=bool(args.quiet)),
-            hurry=guard.event,
-        )
+        try:
+            result = run_job(
+                options,
+                environ=os.environ,
+                on_started=_starter(stderr, quiet=bool(args.quiet), served=served),
+                hurry=guard.event,
+            )
+        finally:
+            if served is not None:
+                served.close()
         try:
             if result.crash is not None:
                 raise result.crash
@@ -189,17 +200,25 @@ def _exit_code_after_a_crash(result: Any, gate: Any | None) -> int:
     return int(result.exit_code)
 
 
-def _live_starter(stream: TextIO, *, quiet: bool) -> Callable[[Any], Callable[[], None] | None]:
-    """The `run_job` callback that starts the live status line on a terminal."""
+def _starter(
+    stream: TextIO, *, quiet: bool, served: metrics.RunMetrics | None
+) -> Callable[[Any], Callable[[], None] | None]:
+    """The `run_job` callback: the live status line on a terminal, the metrics' live data."""
 
     def start(session: Any) -> Callable[[], None] | None:
         from gpuwhy.report.live import LiveLine, live_enabled, state_reader
 
-        if not live_enabled(stream, quiet=quiet):
-            return None
-        line = LiveLine(stream, state_reader(session), lambda: session.devices)
-        line.start()
-        return line.stop
+        stops = [served.attach(session)] if served is not None else []
+        if live_enabled(stream, quiet=quiet):
+            line = LiveLine(stream, state_reader(session), lambda: session.devices)
+            line.start()
+            stops.append(line.stop)
+
+        def stop_all() -> None:
+            for stop in stops:
+                stop()
+
+        return stop_all
 
     return start
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from gpuwhy.cli import metrics
 from gpuwhy.errors import NoDeviceError, UsageError
 
 
@@ -27,13 +28,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--replay", metavar="REC", help="show a recording instead of this machine's GPUs"
     )
+    metrics.add_argument(parser)
     parser.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from gpuwhy.report.watch import watch
     from gpuwhy.telemetry.host import HostSource
 
     if not args.interval >= 0.1:
@@ -41,15 +40,18 @@ def _handle(args: argparse.Namespace) -> int:
             f"--interval {args.interval}: too short",
             "use at least 0.1 s (NVML refreshes its counters every 1/6 s to 1 s)",
         )
+    if args.metrics and args.once:
+        raise UsageError(
+            "watch: --metrics with --once: nothing would stay to be scraped",
+            "leave out --once to serve metrics while watching",
+        )
     if args.replay:
         from gpuwhy.recording.reader import Recording
         from gpuwhy.recording.replay import ReplaySource
 
         recording = Recording.open(args.replay)  # RecordingError: one line, exit 2
         try:
-            return watch(
-                [ReplaySource(recording)], Console(), interval_s=args.interval, once=args.once
-            )
+            return _watch([ReplaySource(recording)], args)
         finally:
             recording.close()
     from gpuwhy.telemetry.nvml import NvmlSource
@@ -59,4 +61,18 @@ def _handle(args: argparse.Namespace) -> int:
         problem = nvml.problem
         assert problem is not None
         raise NoDeviceError(problem.message, problem.fix)
-    return watch([nvml, HostSource()], Console(), interval_s=args.interval, once=args.once)
+    return _watch([nvml, HostSource()], args)
+
+
+def _watch(sources: list[Any], args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from gpuwhy.report.watch import watch
+
+    if not args.metrics:
+        return watch(sources, Console(), interval_s=args.interval, once=args.once)
+    publish, server = metrics.watch_metrics(args.metrics)
+    try:
+        return watch(sources, Console(), interval_s=args.interval, publish=publish)
+    finally:
+        server.close()

@@ -229,11 +229,13 @@ def watch(
     once: bool = False,
     frames: int | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    publish: Callable[[Sequence[DeviceInfo], Snapshot], None] | None = None,
 ) -> int:
     """Sample `sources` and show them; `once` prints one snapshot. Returns an exit code.
 
     The first source is asked for per-GPU processes. `frames` bounds the live loop (tests);
-    Ctrl-C ends it normally. NoDeviceError if no source could report a device.
+    Ctrl-C ends it normally. `publish` gets every refresh's snapshot (`--metrics`).
+    NoDeviceError if no source could report a device.
     """
     # One snapshot needs no long period: a few quick ticks give GPM its ≥ 100 ms window.
     sampler = Sampler(
@@ -263,6 +265,8 @@ def watch(
             while frames is None or shown < frames:
                 sleep(interval_s)
                 snapshot = sampler.latest()
+                if publish is not None:
+                    publish(devices, snapshot)
                 view.update(snapshot)
                 live.update(view.renderable(snapshot), refresh=True)
                 shown += 1

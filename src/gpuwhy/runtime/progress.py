@@ -12,7 +12,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpuwhy.model import Record, Span, SpanKind
+from gpuwhy.model import Event, Record, Span, SpanKind
+from gpuwhy.rank_identity import RankIdentity, inherited
+from gpuwhy.telemetry.nvml import GPU_PROCESS_EVENT
+from gpuwhy.wire import PROCESS_EVENT
 
 WINDOW_NS = 10_000_000_000
 """How far back the live rates look: long enough to smooth Keras' per-epoch rhythm."""
@@ -30,6 +33,20 @@ class Progress:
     phase: str | None  # phase of the newest step or phase span
 
 
+@dataclass(frozen=True)
+class ProcessProgress:
+    """One stepping process (a rank) over the recent window, for live metrics."""
+
+    pid: int | None
+    identity: RankIdentity | None
+    steps_total: int
+    step_s: float | None  # wall time per step, its wait included; None before two steps ended
+    wait_share: float | None
+    phase: str | None
+    device: int | None = None  # the GPU NVML saw it on
+    uuid: str | None = None
+
+
 class StepMeter:
     """Counts STEP spans and WAIT time as records pass by (thread-safe, O(1) per record).
 
@@ -45,9 +62,17 @@ class StepMeter:
         self._spans: deque[tuple[int, int, int, int | None, bool]] = deque(maxlen=_MAX_SPANS)
         self._steps_total = 0
         self._phase: str | None = None
+        self._steps_of: dict[int | None, int] = {}  # pid -> steps so far
+        self._phase_of: dict[int | None, str] = {}  # pid -> phase of its newest step
+        self._identity: dict[int, RankIdentity] = {}
+        self._parent: dict[int, int] = {}
+        self._gpu: dict[int, tuple[int, str | None]] = {}
 
     def observe(self, record: Record) -> None:
-        """Take note of one record; anything but a span is ignored."""
+        """Take note of one record: spans, and the events that say who a process is."""
+        if isinstance(record, Event):
+            self._observe_event(record)
+            return
         if not isinstance(record, Span):
             return
         with self._lock:
@@ -56,10 +81,56 @@ class StepMeter:
                 self._spans.append((record.start_ns, record.end_ns, steps, record.pid, False))
                 self._steps_total += steps
                 self._phase = record.phase
+                self._steps_of[record.pid] = self._steps_of.get(record.pid, 0) + steps
+                self._phase_of[record.pid] = record.phase
             elif record.kind is SpanKind.WAIT:
                 self._spans.append((record.start_ns, record.end_ns, 0, record.pid, True))
             elif self._phase is None:
                 self._phase = record.phase
+
+    def _observe_event(self, event: Event) -> None:
+        pid = event.data.get("pid")
+        if not isinstance(pid, int):
+            return
+        with self._lock:
+            if event.kind == PROCESS_EVENT:
+                identity = RankIdentity.from_data(event.data)
+                if identity is not None:
+                    self._identity[pid] = identity
+                if isinstance(event.data.get("ppid"), int):
+                    self._parent[pid] = event.data["ppid"]
+            elif event.kind == GPU_PROCESS_EVENT and isinstance(event.data.get("device"), int):
+                uuid = event.data.get("uuid")
+                self._gpu.setdefault(
+                    pid, (event.data["device"], uuid if isinstance(uuid, str) else None)
+                )
+
+    def processes(self, now_ns: int | None = None) -> list[ProcessProgress]:
+        """Every process that stepped: its steps so far and its recent step time and wait."""
+        now = self._clock() if now_ns is None else now_ns
+        since = now - WINDOW_NS
+        with self._lock:
+            recent = [item for item in self._spans if item[1] >= since]
+            steps_of, phase_of = dict(self._steps_of), dict(self._phase_of)
+            identity, parent, gpu = dict(self._identity), dict(self._parent), dict(self._gpu)
+        result = []
+        for pid, total in steps_of.items():
+            spans = [item for item in recent if item[3] == pid]
+            rate, share = _rate_and_share(spans)
+            device, uuid = gpu.get(pid, (None, None)) if pid is not None else (None, None)
+            result.append(
+                ProcessProgress(
+                    pid=pid,
+                    identity=inherited(pid, identity, parent),
+                    steps_total=total,
+                    step_s=1 / rate if rate else None,
+                    wait_share=share,
+                    phase=phase_of.get(pid),
+                    device=device,
+                    uuid=uuid,
+                )
+            )
+        return result
 
     def progress(self, now_ns: int | None = None) -> Progress:
         """Rates over the last `WINDOW_NS` before ``now_ns``."""
@@ -73,19 +144,35 @@ class StepMeter:
             per_pid.setdefault(item[3], []).append(item)
         rates, shares = [], []
         for spans in per_pid.values():
-            steps = [(end, n) for _, end, n, _, is_wait in spans if not is_wait]
-            if len(steps) >= 2:
-                first_end = min(end for end, _ in steps)
-                last_end = max(end for end, _ in steps)
-                # Steps completed after the first one, over the time they took to complete.
-                counted = sum(n for end, n in steps if end > first_end)
-                if last_end > first_end:
-                    rates.append(counted * 1e9 / (last_end - first_end))
-            waited = sum(end - start for start, end, _, _, is_wait in spans if is_wait)
-            extent = max(end for _, end, *_ in spans) - min(start for start, *_ in spans)
-            if any(is_wait for *_, is_wait in spans) and extent > 0:
-                shares.append(min(1.0, waited / extent))
+            rate, share = _rate_and_share(spans)
+            if rate is not None:
+                rates.append(rate)
+            if share is not None:
+                shares.append(share)
         # Ranks step in lockstep: the busiest one's rate is the job's rate.
         rate = max(rates) if rates else None
         share = sum(shares) / len(shares) if shares else None
         return Progress(steps_total=total, steps_per_s=rate, wait_share=share, phase=phase)
+
+
+def _rate_and_share(
+    spans: list[tuple[int, int, int, int | None, bool]],
+) -> tuple[float | None, float | None]:
+    """One process's steps per second and wait share over its recent spans."""
+    if not spans:
+        return None, None
+    rate = None
+    steps = [(end, n) for _, end, n, _, is_wait in spans if not is_wait]
+    if len(steps) >= 2:
+        first_end = min(end for end, _ in steps)
+        last_end = max(end for end, _ in steps)
+        # Steps completed after the first one, over the time they took to complete.
+        counted = sum(n for end, n in steps if end > first_end)
+        if last_end > first_end:
+            rate = counted * 1e9 / (last_end - first_end)
+    share = None
+    waited = sum(end - start for start, end, _, _, is_wait in spans if is_wait)
+    extent = max(end for _, end, *_ in spans) - min(start for start, *_ in spans)
+    if any(is_wait for *_, is_wait in spans) and extent > 0:
+        share = min(1.0, waited / extent)
+    return rate, share

@@ -131,7 +131,7 @@ class Session:
                 for name, reason in broken.items():
                     self._note("source_degraded", f"telemetry source {name!r} unusable: {reason}")
             self.sampler = Sampler(
-                sources, self.writer.put, interval_s=self.interval_s, clock=self._clock
+                sources, self._from_sampler, interval_s=self.interval_s, clock=self._clock
             )
             self.devices = list(self.sampler.start())
             self.writer.add_devices(self.devices)
@@ -219,6 +219,12 @@ class Session:
         assert self.writer is not None
         self.writer.put(record)
         self.steps.observe(record)
+
+    def _from_sampler(self, record: Record) -> None:
+        assert self.writer is not None
+        self.writer.put(record)
+        if type(record) is Event:  # which GPU a process holds: the live per-rank figures
+            self.steps.observe(record)
 
     def _note(self, kind: str, message: str) -> None:
         self.errors.append(message)
