@@ -29,18 +29,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuwhy.cli import main
 from gpuwhy.errors import ExitCode
 from gpuwhy.report.prometheus import parse_address
+from support import free_port
 from test_cli_watch import _recording
 
 ROOT = Path(__file__).resolve().parents[1]
 DDP_JOB = ROOT / "tests" / "distributed" / "ddp_job.py"
 DASHBOARD = ROOT / "docs" / "prometheus" / "grafana-dashboard.json"
 SCRAPE_CONFIG = ROOT / "docs" / "prometheus" / "prometheus.yml"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _get(url: str) -> str:
@@ -111,7 +106,7 @@ def test_watch_once_with_metrics_is_refused(tmp_path: Path) -> None:
 
 def test_watch_serves_every_gpus_readings_with_dcgm_exporters_labels(tmp_path: Path) -> None:
     rec = _recording(tmp_path / "run.gpuwhy.db")
-    port = _free_port()
+    port = free_port()
     watching = subprocess.Popen(
         [
             sys.executable,
@@ -181,7 +176,7 @@ def _query(port: int, query: str) -> dict[str, float]:
 @pytest.mark.slow
 def test_a_real_prometheus_scrapes_a_running_data_parallel_job(tmp_path: Path) -> None:
     prometheus = _prometheus()
-    job_port, prom_port = _free_port(), _free_port()
+    job_port, prom_port = free_port(), free_port()
     (tmp_path / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
         "scrape_configs:\n"

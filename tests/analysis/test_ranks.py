@@ -133,8 +133,14 @@ def test_ranks_join_their_gpus_by_what_nvml_saw(tmp_path: Path) -> None:
     run = Run(tmp_path / "r.db", duration_s=5, devices=devices, environment=GPU_OK_ENV)
     end = _ddp(run, [0.002, 0.002])
     # Rank 0 chose GPU 1 and rank 1 GPU 0: the rows follow NVML, not the ranks' numbers.
-    run.event(1.5, GPU_PROCESS_EVENT, "", pid=1000, device=1, uuid="GPU-constructed-1")
-    run.event(1.5, GPU_PROCESS_EVENT, "", pid=1001, device=0, uuid="GPU-constructed-0")
+    run.event(1.5, GPU_PROCESS_EVENT, "", pid=1001, device=0, uuid="GPU-constructed-0",
+              memory_bytes=4 * GiB)  # fmt: skip
+    # Rank 1 also opened a stray context on GPU 1 (a CUDA call before set_device): its own GPU
+    # is where its model's memory is.
+    run.event(1.4, GPU_PROCESS_EVENT, "", pid=1001, device=1, uuid="GPU-constructed-1",
+              memory_bytes=500 * 2**20)  # fmt: skip
+    run.event(1.5, GPU_PROCESS_EVENT, "", pid=1000, device=1, uuid="GPU-constructed-1",
+              memory_bytes=4 * GiB)  # fmt: skip
     run.gpu(0, 1, end, util_gpu_pct=70, job_memory_bytes=GiB)
     run.gpu(1, 1, end, util_gpu_pct=50, job_memory_bytes=GiB)
     rows = _diagnose(run).ranks["train"]

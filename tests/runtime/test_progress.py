@@ -6,6 +6,8 @@ import pytest
 
 from gpuwhy.model import Event, Span, SpanKind
 from gpuwhy.runtime.progress import WINDOW_NS, StepMeter
+from gpuwhy.telemetry.nvml import GPU_PROCESS_EVENT
+from gpuwhy.wire import PROCESS_EVENT
 
 MS = 1_000_000
 
@@ -61,7 +63,7 @@ def test_wait_share_is_wait_time_over_the_time_steps_and_waits_cover() -> None:
     assert meter.progress(now_ns=1400 * MS).wait_share == pytest.approx(0.25)
 
 
-def test_ranks_are_averaged_not_added() -> None:
+def test_ranks_are_not_added_and_the_slowest_input_sets_the_wait() -> None:
     meter = StepMeter()
     for pid, wait_ms in ((1, 50), (2, 10)):
         for i in range(4):
@@ -71,6 +73,27 @@ def test_ranks_are_averaged_not_added() -> None:
                 Span("train", SpanKind.STEP, (start + wait_ms) * MS, (start + 100) * MS, pid=pid)
             )
     progress = meter.progress(now_ns=1400 * MS)
-    assert progress.wait_share == pytest.approx(0.30)  # mean of 50 % and 10 %
+    # Ranks in lockstep wait as long as the slowest rank's input (as the report counts it).
+    assert progress.wait_share == pytest.approx(0.50)
     assert progress.steps_per_s == pytest.approx(10.0)  # not 20: the ranks step together
     assert progress.steps_total == 8
+
+
+def test_each_rank_live_with_its_identity_and_gpu() -> None:
+    meter = StepMeter()
+    meter.observe(Event(0, PROCESS_EVENT, "", {"pid": 1, "ppid": 0, "launcher": "torchrun",
+                                               "rank": 3, "world_size": 4}))  # fmt: skip
+    meter.observe(Event(0, PROCESS_EVENT, "", {"pid": 7, "ppid": 1}))  # its loader worker
+    meter.observe(Event(0, GPU_PROCESS_EVENT, "", {"pid": 1, "device": 2, "uuid": "GPU-x"}))
+    for pid, wait_ms in ((1, 50), (7, 10)):
+        for i in range(4):
+            start = 1000 + 100 * i
+            meter.observe(Span("train", SpanKind.WAIT, start * MS, (start + wait_ms) * MS, pid=pid))
+            meter.observe(
+                Span("train", SpanKind.STEP, (start + wait_ms) * MS, (start + 100) * MS, pid=pid)
+            )
+    rank, worker = sorted(meter.processes(now_ns=1400 * MS), key=lambda p: p.pid or 0)
+    assert rank.identity is not None and rank.identity.rank == 3
+    assert (rank.steps_total, rank.device, rank.uuid, rank.phase) == (4, 2, "GPU-x", "train")
+    assert rank.step_s == pytest.approx(0.1) and rank.wait_share == pytest.approx(0.5)
+    assert worker.identity == rank.identity and worker.device is None  # its parent's rank

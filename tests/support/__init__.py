@@ -4,6 +4,7 @@ path; bench/ scripts add it). `support.synth` makes synthetic recordings at any 
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -52,3 +53,10 @@ def assert_usage_error(script: Path, args: list[str]) -> None:
     assert done.returncode == 2, done.stderr
     assert done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"{script.name}: ") and "Traceback" not in done.stderr
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a server a test starts)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

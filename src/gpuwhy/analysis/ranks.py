@@ -19,7 +19,8 @@ from gpuwhy.analysis.alignment import GpuWindowStats
 from gpuwhy.analysis.phases import PhaseStats, ProcessPhase
 from gpuwhy.model import Event
 from gpuwhy.rank_identity import RankIdentity, inherited
-from gpuwhy.telemetry.nvml import GPU_PROCESS_EVENT
+from gpuwhy.recording.merged import PID_STRIDE
+from gpuwhy.telemetry.nvml import GPU_PROCESS_EVENT, held_gpu
 from gpuwhy.wire import PROCESS_EVENT
 
 
@@ -28,7 +29,7 @@ class RankPhase:
     """One rank's part of one phase."""
 
     label: str  # "rank 3", or "pid 4242" where no launcher named it
-    pid: int | None
+    pid: int | None  # on its own node
     identity: RankIdentity | None
     steps: int
     steady_steps: int
@@ -62,7 +63,7 @@ class _Processes:
 
     identity: dict[int, RankIdentity]
     parent: dict[int, int]
-    gpu: dict[int, tuple[int, str | None]]  # pid -> (device, uuid)
+    gpu: dict[int, tuple[int, str | None, int]]  # pid -> (device, uuid, memory)
     syncs: dict[tuple[str, int], int]  # (phase, pid) -> syncs counted
 
     def identity_of(self, pid: int | None) -> RankIdentity | None:
@@ -83,9 +84,10 @@ def _processes(events: Iterable[Event]) -> _Processes:
             ppid = data.get("ppid")
             if isinstance(ppid, int):
                 found.parent[pid] = ppid
-        elif event.kind == GPU_PROCESS_EVENT and isinstance(data.get("device"), int):
-            uuid = data.get("uuid")
-            found.gpu.setdefault(pid, (data["device"], uuid if isinstance(uuid, str) else None))
+        elif event.kind == GPU_PROCESS_EVENT:
+            held = held_gpu(found.gpu.get(pid), data)
+            if held is not None:
+                found.gpu[pid] = held
         elif event.kind == "sync" and isinstance(data.get("count"), int):
             found.syncs[(str(data.get("phase") or "train"), pid)] += data["count"]
     return found
@@ -121,12 +123,14 @@ def _row(
 ) -> RankPhase:
     pid = process.pid
     identity = known.identity_of(pid)
-    device, uuid = known.gpu.get(pid, (None, None)) if pid is not None else (None, None)
+    own_pid = None if pid is None else pid % PID_STRIDE  # its pid on its node (merged.py)
+    held = known.gpu.get(pid) if pid is not None else None
+    device, uuid = (held[0], held[1]) if held is not None else (None, None)
     syncs = known.syncs.get((phase, pid)) if pid is not None else None
     util = during[device].util_mean_pct if device is not None and device in during else None
     return RankPhase(
-        label=f"rank {identity.rank}" if identity is not None else f"pid {pid}",
-        pid=pid,
+        label=f"rank {identity.rank}" if identity is not None else f"pid {own_pid}",
+        pid=own_pid,
         identity=identity,
         steps=process.steps,
         steady_steps=process.steady_steps,

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 from gpuwhy.cli import fail_on
-from gpuwhy.errors import ExitCode, InputFileError
+from gpuwhy.errors import ExitCode, InputFileError, UsageError
+from gpuwhy.runtime.paths import SUFFIX
 
 
 def register(subparsers: Any) -> None:
@@ -29,9 +31,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "recording",
         metavar="REC",
-        help="a .gpuwhy.db recording; a PyTorch profiler trace (*.pt.trace.json[.gz]) or a "
-        "directory of them (one per rank); a TensorFlow/JAX profile (*.xplane.pb, or its "
-        "TensorBoard log directory)",
+        nargs="+",
+        help="a .gpuwhy.db recording; several, or a folder of them (one per node of a job: "
+        "one report, the nodes' clocks aligned); a PyTorch profiler trace "
+        "(*.pt.trace.json[.gz]) or a directory of them (one per rank); a TensorFlow/JAX "
+        "profile (*.xplane.pb, or its TensorBoard log directory)",
     )
     parser.add_argument(
         "--json", action="store_true", help="write the report as JSON to stdout instead"
@@ -50,22 +54,74 @@ def _handle(args: argparse.Namespace) -> int:
     from gpuwhy.traces import is_trace_path
 
     gate = fail_on.parse(args.fail_on, "report")
+    nodes = _node_recordings(args.recording)
+    if nodes is not None:
+        return _handle_nodes(nodes, args, gate)
+    args.recording = args.recording[0]
     if is_trace_path(args.recording):
         return _handle_trace(args, gate)
     with Recording.open(args.recording) as recording:  # RecordingError: one line, exit 2
-        diagnosis, problem = analyse(recording)
-        if args.html:
-            if diagnosis is None:
-                raise _Unanalysable(f"cannot analyse {args.recording}: {problem}")
-            write_html(diagnosis, recording, args.html)  # UsageError when it cannot be written
-        if args.json:
-            if diagnosis is None:
-                raise _Unanalysable(f"cannot analyse {args.recording}: {problem}")
-            document = _json_document(diagnosis)
-            json.dump(document, sys.stdout, indent=2)
-            sys.stdout.write("\n")
+        return _report(recording, args, gate)
+
+
+def _node_recordings(paths: list[str]) -> list[Path] | None:
+    """The recordings of a job's nodes (several files, or a folder holding recordings); None
+    for one recording or trace. UsageError when a name is neither."""
+    if len(paths) == 1 and not Path(paths[0]).is_dir():
+        return None
+    found: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            inside = sorted(path.glob(f"*{SUFFIX}"))
+            if not inside and len(paths) == 1:
+                return None  # a trace directory, perhaps: read as before
+            if not inside:
+                raise UsageError(f"report: {name} holds no recording", f"give *{SUFFIX} files")
+            found.extend(inside)
+        elif path.exists():
+            found.append(path)
         else:
-            show(recording, diagnosis, problem, sys.stdout)
+            raise UsageError(f"report: {name}: no such file", "check the path")
+    return found
+
+
+def _handle_nodes(paths: list[Path], args: argparse.Namespace, gate: Any) -> int:
+    """Several nodes' recordings of one job: one report, on the first node's clock."""
+    from gpuwhy.recording.merged import MergedRecording
+    from gpuwhy.recording.reader import Recording
+
+    if args.html:
+        raise UsageError(
+            "report: --html of several recordings is not available",
+            "write --json, or give one node's recording for its page",
+        )
+    opened: list[Recording] = []
+    try:
+        for path in paths:
+            opened.append(Recording.open(path))  # RecordingError: one line, exit 2
+        args.recording = ", ".join(str(path) for path in paths)
+        return _report(MergedRecording(opened), args, gate)
+    finally:
+        for recording in opened:
+            recording.close()
+
+
+def _report(recording: Any, args: argparse.Namespace, gate: Any) -> int:
+    """Analyse `recording` (one, or a job's nodes merged) and show or write the report."""
+    diagnosis, problem = analyse(recording)
+    if args.html:
+        if diagnosis is None:
+            raise _Unanalysable(f"cannot analyse {args.recording}: {problem}")
+        write_html(diagnosis, recording, args.html)  # UsageError when it cannot be written
+    if args.json:
+        if diagnosis is None:
+            raise _Unanalysable(f"cannot analyse {args.recording}: {problem}")
+        document = _json_document(diagnosis)
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        show(recording, diagnosis, problem, sys.stdout)
     if gate is not None:
         sys.stdout.flush()  # the report first, then the gate's line on stderr
         return fail_on.exit_code(gate, diagnosis, problem, sys.stderr) or int(ExitCode.OK)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import socket
 import stat
 import sys
 from collections.abc import Callable
@@ -49,7 +50,8 @@ def register(subparsers: Any) -> None:
         "--record",
         metavar="FILE",
         help="recording to create (default: gpuwhy-runs/<UTC time>-<name>.gpuwhy.db); "
-        "an existing file is never overwritten",
+        "an existing file is never overwritten; a folder (DIR/): a name per node of a job in it "
+        "(<UTC time>-<job>-<node>.gpuwhy.db), for `gpuwhy report DIR/`",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
     parser.add_argument(
@@ -121,7 +123,7 @@ def _handle(args: argparse.Namespace) -> int:
     gate = fail_on.parse(args.fail_on, "run")
     if args.metrics:
         metrics.check_address(args.metrics)
-    record = _checked_record_path(args.record) if args.record else None
+    record = _record_path(args.record, command) if args.record else None
     resolve_command(command, os.environ)  # SpawnError (127/126) before any file is created
     if record is None:
         record = default_recording_path(command)
@@ -295,6 +297,20 @@ def _summarise(
             if html_written:
                 _say(stream, f"HTML report written to {html_path} (open it in a browser)")
     return diagnosis, problem
+
+
+def _record_path(value: str, command: list[str]) -> Path:
+    """--record FILE, or --record DIR/: a name of gpuwhy's in that folder, one per node."""
+    if not (value.endswith(os.sep) or Path(value).is_dir()):
+        return _checked_record_path(value)
+    from gpuwhy.runtime.paths import node_recording_path
+
+    folder = Path(value)
+    if not folder.is_dir():
+        raise UsageError(f"run: --record {value}: folder does not exist", "create it first")
+    return node_recording_path(
+        command, folder, environ=os.environ, host=socket.gethostname(), pid=os.getpid()
+    )
 
 
 def _checked_record_path(value: str) -> Path:

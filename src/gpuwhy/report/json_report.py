@@ -166,6 +166,9 @@ def to_dict(diagnosis: Diagnosis) -> dict[str, Any]:
         "complete": diagnosis.complete,
         "gpuwhy_version": __version__,
     }
+    nodes = diagnosis.meta.get("nodes")
+    if isinstance(nodes, list) and len(nodes) > 1:
+        report["nodes"] = nodes
     if diagnosis.ranks:
         report["ranks"] = {
             phase: [_rank(row) for row in rows] for phase, rows in diagnosis.ranks.items()

@@ -149,6 +149,25 @@ def _rank_table(rows: Sequence[RankPhase]) -> Table:
     return table
 
 
+def _nodes_line(nodes: Sequence[Mapping[str, Any]]) -> str:
+    """How a job's node recordings were put on one clock (recording/merged.py)."""
+    parts = []
+    for number, node in enumerate(nodes):
+        host = node.get("host") or f"node {number}"
+        if number == 0:
+            parts.append(f"{host}: the reference clock")
+            continue
+        steps, residual = node.get("common_steps") or 0, node.get("residual_s")
+        if not steps or residual is None:
+            parts.append(f"{host}: by wall clock only (no common training steps)")
+            continue
+        parts.append(
+            f"{host}: by wall clock, corrected {node['correction_s'] * 1000:+.1f} ms from "
+            f"{steps} common steps (left over: {residual * 1000:.1f} ms p95)"
+        )
+    return f"{len(nodes)} node recordings, aligned — " + "; ".join(parts)
+
+
 def _rank_section(diagnosis: Diagnosis, console: Console) -> None:
     """Per rank, the training phase (or the phase with the most steps) of a data-parallel job."""
     if not diagnosis.ranks:
@@ -300,6 +319,9 @@ def render(diagnosis: Diagnosis, console: Console) -> None:
             console,
             Text("(the recording is incomplete: gpuwhy stopped before the job)", style="dim"),
         )
+    nodes = diagnosis.meta.get("nodes")
+    if isinstance(nodes, list) and len(nodes) > 1:
+        _wrapped(console, Text(_nodes_line(nodes), style="dim"))
     _wrapped(console, Text("Verdict: ", style="bold").append(verdict(diagnosis)))
     _wrapped(console, _phase_table(diagnosis.phases))
     one_time = _one_time_line(diagnosis.phases)

@@ -1,11 +1,11 @@
-"""Where recordings go when the user does not name one."""
+"""Where recordings go when the user does not name one, or names only a folder."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 RUNS_DIR = "gpuwhy-runs"
@@ -44,8 +44,32 @@ def default_recording_path(
 ) -> Path:
     """``gpuwhy-runs/<UTC time>-<name>.gpuwhy.db``, unique: a ``-2``, ``-3``… keeps runs apart."""
     when = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
-    stem = f"{when}-{run_name(command)}"
-    folder = Path(directory)
+    return _unique(Path(directory), f"{when}-{run_name(command)}")
+
+
+def node_recording_path(
+    command: Sequence[str],
+    directory: str | os.PathLike[str],
+    *,
+    environ: Mapping[str, str],
+    host: str,
+    pid: int,
+    now: dt.datetime | None = None,
+) -> Path:
+    """`gpuwhy run --record DIR/` on each node of a job: ``<UTC time>-<job>-<node>.gpuwhy.db``,
+    so that every node's recording lands apart in one shared folder. The job is SLURM's job id
+    where there is one, else the command's name; the node is SLURM's node index, else the host
+    and this process (two nodes on one host stay apart)."""
+    when = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    job = environ.get("SLURM_JOB_ID") or run_name(command)
+    node = environ.get("SLURM_NODEID")
+    where = f"node{node}" if node and node.isdigit() else f"{host}-{pid}"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{when}-{job}-{where}")
+    return _unique(Path(directory), name)
+
+
+def _unique(folder: Path, stem: str) -> Path:
+    """``folder/stem.gpuwhy.db``, or with a ``-2``, ``-3``… where that exists."""
     path = folder / f"{stem}{SUFFIX}"
     counter = 2
     while path.exists():

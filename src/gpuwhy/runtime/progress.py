@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from gpuwhy.model import Event, Record, Span, SpanKind
 from gpuwhy.rank_identity import RankIdentity, inherited
-from gpuwhy.telemetry.nvml import GPU_PROCESS_EVENT
+from gpuwhy.telemetry.nvml import GPU_PROCESS_EVENT, held_gpu
 from gpuwhy.wire import PROCESS_EVENT
 
 WINDOW_NS = 10_000_000_000
@@ -52,7 +52,7 @@ class StepMeter:
 
     The wait share follows the analysis (`gpuwhy.analysis.phases`): WAIT spans lie between
     steps, so the share is WAIT time over the wall time the process's steps and waits cover;
-    several processes (data-parallel ranks) are averaged, not added.
+    of several processes (data-parallel ranks), the one that waits most sets it.
     """
 
     def __init__(self, clock: Callable[[], int] = time.monotonic_ns) -> None:
@@ -66,7 +66,7 @@ class StepMeter:
         self._phase_of: dict[int | None, str] = {}  # pid -> phase of its newest step
         self._identity: dict[int, RankIdentity] = {}
         self._parent: dict[int, int] = {}
-        self._gpu: dict[int, tuple[int, str | None]] = {}
+        self._gpu: dict[int, tuple[int, str | None, int]] = {}  # pid -> device, uuid, memory
 
     def observe(self, record: Record) -> None:
         """Take note of one record: spans, and the events that say who a process is."""
@@ -99,11 +99,10 @@ class StepMeter:
                     self._identity[pid] = identity
                 if isinstance(event.data.get("ppid"), int):
                     self._parent[pid] = event.data["ppid"]
-            elif event.kind == GPU_PROCESS_EVENT and isinstance(event.data.get("device"), int):
-                uuid = event.data.get("uuid")
-                self._gpu.setdefault(
-                    pid, (event.data["device"], uuid if isinstance(uuid, str) else None)
-                )
+            elif event.kind == GPU_PROCESS_EVENT:
+                held = held_gpu(self._gpu.get(pid), event.data)
+                if held is not None:
+                    self._gpu[pid] = held
 
     def processes(self, now_ns: int | None = None) -> list[ProcessProgress]:
         """Every process that stepped: its steps so far and its recent step time and wait."""
@@ -113,11 +112,14 @@ class StepMeter:
             recent = [item for item in self._spans if item[1] >= since]
             steps_of, phase_of = dict(self._steps_of), dict(self._phase_of)
             identity, parent, gpu = dict(self._identity), dict(self._parent), dict(self._gpu)
+        by_pid: dict[int | None, list[tuple[int, int, int, int | None, bool]]] = {}
+        for item in recent:
+            by_pid.setdefault(item[3], []).append(item)
         result = []
         for pid, total in steps_of.items():
-            spans = [item for item in recent if item[3] == pid]
-            rate, share = _rate_and_share(spans)
-            device, uuid = gpu.get(pid, (None, None)) if pid is not None else (None, None)
+            rate, share = _rate_and_share(by_pid.get(pid, []))
+            held = gpu.get(pid) if pid is not None else None
+            device, uuid = (held[0], held[1]) if held is not None else (None, None)
             result.append(
                 ProcessProgress(
                     pid=pid,
@@ -149,9 +151,10 @@ class StepMeter:
                 rates.append(rate)
             if share is not None:
                 shares.append(share)
-        # Ranks step in lockstep: the busiest one's rate is the job's rate.
+        # Ranks step in lockstep: the busiest one's rate is the job's rate, and the slowest
+        # input's wait the job's wait (analysis/phases.py counts it so too).
         rate = max(rates) if rates else None
-        share = sum(shares) / len(shares) if shares else None
+        share = max(shares) if shares else None
         return Progress(steps_total=total, steps_per_s=rate, wait_share=share, phase=phase)
 
 

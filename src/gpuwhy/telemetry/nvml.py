@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpuwhy.model import DeviceInfo, Event, GpuSample, Record, UtilKind, UtilSample
@@ -25,7 +25,25 @@ from gpuwhy.telemetry.job import JobTracker
 from gpuwhy.telemetry.nvml_device import NvmlDevice, SlowReading, nvml_error_code
 
 GPU_PROCESS_EVENT = "gpu_process"
-"""One of the job's processes seen on a GPU for the first time: pid, device index, UUID."""
+"""One of the job's processes seen on a GPU for the first time: pid, device index, UUID and the
+memory it held then."""
+
+
+def held_gpu(
+    known: tuple[int, str | None, int] | None, data: Mapping[str, Any]
+) -> tuple[int, str | None, int] | None:
+    """The GPU a process uses, (index, UUID, memory), from a GPU_PROCESS_EVENT's data and what was
+    known before: of several GPUs, the one where it held the most memory (a rank that opened a
+    stray context on GPU 0 uses its own GPU, where its model is)."""
+    device = data.get("device")
+    if not isinstance(device, int) or isinstance(device, bool):
+        return known
+    raw_uuid, raw_memory = data.get("uuid"), data.get("memory_bytes")
+    uuid = raw_uuid if isinstance(raw_uuid, str) else None
+    memory = raw_memory if isinstance(raw_memory, int) else 0
+    if known is None or memory > known[2]:
+        return (device, uuid, memory)
+    return known
 
 
 def _boot_clock() -> int:
@@ -212,7 +230,12 @@ class NvmlSource:
                         now_ns,
                         GPU_PROCESS_EVENT,
                         f"job process {process.pid} on GPU {device.index}",
-                        {"pid": process.pid, "device": device.index, "uuid": device.info.uuid},
+                        {
+                            "pid": process.pid,
+                            "device": device.index,
+                            "uuid": device.info.uuid,
+                            "memory_bytes": process.memory_bytes,
+                        },
                     )
                 )
         return events
