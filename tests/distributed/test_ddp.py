@@ -131,3 +131,32 @@ def test_the_input_bound_estimate_holds_for_the_slowest_rank(
             assert finding is not None, run["report"]["findings"]
             estimates.append(finding["evidence"]["phase_speedup"])
         assert statistics.median(estimates) == pytest.approx(truth, rel=0.25), (variant, truth)
+
+
+MWMS_JOB = HERE / "mwms_job.py"
+
+
+def test_tensorflow_multi_worker_ranks_come_from_tf_config(tmp_path: Path) -> None:
+    """Two MultiWorkerMirroredStrategy workers (TF_CONFIG), a custom loop over a distributed
+    dataset: each worker is a rank with its own steps. Worker 1's input is slow; MWMS makes
+    every worker's pull agree on the end of the data across workers, so the others wait for it
+    in their own pulls: the job is input-bound (no rank stands out to be named)."""
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "run", "--json", str(tmp_path / "r.json"),
+         "--record", str(tmp_path / "r.gpuwhy.db"), "--",
+         sys.executable, str(MWMS_JOB), "--steps", "40", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    rows = report["ranks"]["train"]
+    assert [(row["rank"], row["launcher"], row["world_size"]) for row in rows] == [
+        (0, "tf_config", 2),
+        (1, "tf_config", 2),
+    ]
+    for row in rows:
+        own = json.loads((out / f"worker{row['rank']}.json").read_text())
+        assert row["steps"] == own["steps"] == 40
+    assert report["phases"]["train"]["steps"] == 40
+    assert any(f["code"] == "INPUT_BOUND" for f in report["findings"])

@@ -40,6 +40,12 @@ def install_tensorflow() -> None:
 
     patching.patch(iterator_ops.OwnedIterator, "__next__", make)
     patching.patch(iterator_ops.OwnedIterator, "__init__", _stamping_init)
+    # tf.distribute custom loops iterate `strategy.experimental_distribute_dataset(ds)`: its
+    # iterator pulls each replica's batch through get_next(), not OwnedIterator.__next__.
+    input_lib = sys.modules.get("tensorflow.python.distribute.input_lib")
+    distributed = getattr(input_lib, "DistributedIterator", None)
+    if distributed is not None and hasattr(distributed, "__next__"):
+        patching.patch(distributed, "__next__", make)
 
 
 def install_torch() -> None:

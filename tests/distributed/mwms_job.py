@@ -1,0 +1,108 @@
+"""A TensorFlow MultiWorkerMirroredStrategy job for the tests: two workers on this machine.
+
+Started plainly, it is the launcher: it picks two free ports on 127.0.0.1 and starts two copies
+of itself as the workers, each with its own `TF_CONFIG` (the cluster, and its task index), as a
+cluster manager would. Each worker runs a custom training loop (`strategy.run` inside a
+`tf.function`, the gradient all-reduced across the workers) over
+`strategy.experimental_distribute_dataset`; worker `--slow-worker` reads each batch `--read-ms`
+late (a `py_function` in its `map`). Each worker writes `OUT/worker{index}.json` with the steps
+it ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BATCH = 64
+
+
+def launch(argv: list[str]) -> int:
+    ports = []
+    for _ in range(2):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    workers = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", *argv],
+            env={
+                **os.environ,
+                "TF_CONFIG": json.dumps(
+                    {"cluster": cluster, "task": {"type": "worker", "index": i}}
+                ),
+            },
+        )
+        for i in range(2)
+    ]
+    return max(worker.wait() for worker in workers)
+
+
+def work(args: argparse.Namespace) -> None:
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    read_s = args.read_ms / 1000 if index == args.slow_worker else 0.0
+
+    def read(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        if read_s:
+            x = tf.py_function(lambda t: (time.sleep(read_s), t)[1], [x], tf.float32)
+            x.set_shape((None, 16))
+        return x, y
+
+    # The global batch is split between the workers: each runs `steps` steps of BATCH / 2.
+    features = tf.random.stateless_normal((BATCH * args.steps, 16), seed=(1, 2))
+    labels = tf.cast(tf.reduce_sum(features, 1) > 0, tf.int32)
+    data = tf.data.Dataset.from_tensor_slices((features, labels)).batch(BATCH).map(read)
+    with strategy.scope():
+        weights = tf.Variable(tf.zeros((16, 2)))
+    batches = strategy.experimental_distribute_dataset(data)
+
+    @tf.function
+    def step(batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+        def replica(b: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+            x, y = b
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(
+                    tf.nn.sparse_softmax_cross_entropy_with_logits(y, x @ weights)
+                )
+            grad = tf.distribute.get_replica_context().all_reduce(
+                "sum", tape.gradient(loss, weights)
+            )
+            weights.assign_sub(0.1 * grad)
+            return loss
+
+        return strategy.run(replica, args=(batch,))
+
+    steps = 0
+    for batch in batches:
+        step(batch)
+        steps += 1
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"worker{index}.json").write_text(json.dumps({"index": index, "steps": steps}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, default=40, help="steps each worker runs")
+    parser.add_argument("--slow-worker", type=int, default=1)
+    parser.add_argument("--read-ms", type=float, default=20.0)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    if args.worker:
+        work(args)
+    else:
+        sys.exit(launch(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()
