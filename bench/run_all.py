@@ -86,6 +86,20 @@ BENCHES = (
         "first_verdict", "first_verdict.py", (), (), "Time to first verdict on an input-bound job"
     ),
     Bench(
+        "nodes_scale",
+        "nodes_scale.py",
+        ("--nodes", "64"),
+        ("--nodes", "4", "--hours", "0.1", "--repeat", "1"),
+        "Many nodes: one report for a job's node recordings",
+    ),
+    Bench(
+        "metrics_cost",
+        "metrics_cost.py",
+        (),
+        ("--hours", "0.1", "--repeat", "1", "--scrapes", "20"),
+        "What --metrics costs",
+    ),
+    Bench(
         "steady_truth",
         "steady_truth.py",
         ("--rounds", "7"),

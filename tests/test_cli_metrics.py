@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwhy.cli import main
 from gpuwhy.errors import ExitCode
-from gpuwhy.report.prometheus import parse_address
+from gpuwhy.report.prometheus import LIVE_DIAGNOSIS_EVERY_S, parse_address
 from support import free_port
 from test_cli_watch import _recording
 
@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DDP_JOB = ROOT / "tests" / "distributed" / "ddp_job.py"
 DASHBOARD = ROOT / "docs" / "prometheus" / "grafana-dashboard.json"
 SCRAPE_CONFIG = ROOT / "docs" / "prometheus" / "prometheus.yml"
+# The job stays this long after its last step: longer than the live diagnosis' period, so the
+# newest diagnosis has seen every step, and than a scrape interval, so a scrape has its counts.
+LINGER_S = LIVE_DIAGNOSIS_EVERY_S + 2
 
 
 def _get(url: str) -> str:
@@ -219,7 +222,7 @@ def test_a_real_prometheus_scrapes_a_running_data_parallel_job(tmp_path: Path) -
                 "--slow-rank",
                 "1",
                 "--linger-s",
-                "4",
+                str(LINGER_S),
                 "--out",
                 str(tmp_path / "out"),
             ],
@@ -233,8 +236,7 @@ def test_a_real_prometheus_scrapes_a_running_data_parallel_job(tmp_path: Path) -
         report = json.loads((tmp_path / "report.json").read_text())
         rows = {str(row["rank"]): row for row in report["ranks"]["train"]}
         window = "[10m]"
-        # Every rank's steps, as the recording counted them (the job lingers past its last
-        # step so that a scrape sees the final count).
+        # Every rank's steps, as the recording counted them.
         counted = _query(prom_port, f"max_over_time(gpuwhy_steps_total{window})")
         assert counted == {"0": steps, "1": steps}
         assert all(rows[rank]["steps"] == steps for rank in counted)
@@ -259,7 +261,7 @@ def test_a_real_prometheus_scrapes_a_running_data_parallel_job(tmp_path: Path) -
         for finding in report["findings"]:
             saved_s = report["duration_s"] * (1 - 1 / finding["speedup"])
             expected = covered_s / (covered_s - saved_s)
-            assert speedups[finding["code"]] == pytest.approx(expected, rel=0.01), finding
+            assert speedups[finding["code"]] == pytest.approx(expected, rel=0.03), finding
         # Every query of the sample dashboard runs; those of the job's ranks and findings
         # answer (the GPU panels stay empty on a machine without one).
         for expr in _dashboard_queries():

@@ -208,3 +208,18 @@ def test_report_text_has_no_trailing_blanks_and_respects_no_color(tmp_path: Path
     assert b"\x1b[" not in plain.stdout
     lines = plain.stdout.decode().splitlines()
     assert lines and all(len(line) <= 90 and line == line.rstrip() for line in lines)
+
+
+def test_several_recordings_with_a_bad_one_are_one_line(recording: Path, tmp_path: Path) -> None:
+    """A job's node recordings: a name that is no file, a folder without recordings, or a
+    file that is not a recording stops the report with one line (exit 2), nothing on stdout."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n" * 100)
+    _one_line_exit_2(
+        gpuwhy(["report", str(recording), str(tmp_path / "nope.gpuwhy.db")], tmp_path),
+        "no such file",
+    )
+    _one_line_exit_2(gpuwhy(["report", str(recording), str(empty)], tmp_path), "holds no recording")
+    _one_line_exit_2(gpuwhy(["report", str(recording), str(text)], tmp_path), "notes.txt")
