@@ -119,7 +119,9 @@ def test_a_node_whose_clock_is_off_is_put_back_by_the_step_ends(job: Path, tmp_p
     skewed.mkdir()
     for path in original:
         shutil.copy(path, skewed / path.name)
-    with sqlite3.connect(skewed / original[1].name) as db:  # this node's wall clock runs late
+    # This node's wall clock reads 250 ms ahead: by the wall clocks alone, its times would be
+    # put 250 ms late.
+    with sqlite3.connect(skewed / original[1].name) as db:
         (wall,) = db.execute("SELECT value FROM meta WHERE key = 'start_wall_s'").fetchone()
         db.execute(
             "UPDATE meta SET value = ? WHERE key = 'start_wall_s'",
@@ -128,8 +130,8 @@ def test_a_node_whose_clock_is_off_is_put_back_by_the_step_ends(job: Path, tmp_p
     db.close()
     truth = _report(job / "records")["nodes"][1]
     found = _report(skewed)["nodes"][1]
-    assert found["wall_offset_s"] == pytest.approx(truth["wall_offset_s"] - SKEW_S, abs=1e-6)
-    assert found["correction_s"] == pytest.approx(-SKEW_S, abs=0.005)
+    assert found["wall_offset_s"] == pytest.approx(truth["wall_offset_s"] + SKEW_S, abs=1e-6)
+    assert found["correction_s"] == pytest.approx(truth["correction_s"] + SKEW_S, abs=0.005)
     assert found["offset_s"] == pytest.approx(truth["offset_s"], abs=found["residual_s"] + 0.001)
     ranks = _report(skewed)["ranks"]["train"]
     assert [row["steps"] for row in ranks] == [STEPS, STEPS]
