@@ -227,7 +227,7 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         wait_ns = max(waited_ns(waits[pid], extent) for pid in ranks)
         steady_wait = max(steady_wait_ns(waits[pid], steady[pid]) for pid in ranks)
     steady_ns = busiest.time_ns if busiest else 0
-    processes = _processes(entry, steady, waits)
+    processes = _processes(entry, steady, waits, (p50, p95))
     gaps_ns = [step_gaps_ns(entry.steps[pid], waits[pid], extent) for pid in entry.steps]
     gap_ns = sum(gaps_ns) / len(gaps_ns) if gaps_ns else 0.0
     # A STEP without its WAIT is unknown, never zero (docs/hooks.md): the fraction is measured
@@ -267,12 +267,18 @@ def _processes(
     entry: _PhaseSpans,
     steady: Mapping[int | None, SteadyState],
     waits: Mapping[int | None, SortedRuns],
+    phase_percentiles: tuple[float | None, float | None],
 ) -> tuple[ProcessPhase, ...]:
-    """Each stepping process's own figures, the busiest first."""
+    """Each stepping process's own figures, the busiest first (a lone process's step times are
+    the phase's: not sorted twice)."""
     result = []
     for pid, runs in entry.steps.items():
         state = steady[pid]
-        p50, p95 = step_percentiles([state.runs], (0.50, 0.95))
+        p50, p95 = (
+            phase_percentiles
+            if len(entry.steps) == 1
+            else step_percentiles([state.runs], (0.50, 0.95))
+        )
         timed = pid in entry.waits and len(entry.waits[pid]) > 0
         result.append(
             ProcessPhase(

@@ -26,7 +26,6 @@ interval holds the steps, their waits and the host work between them, and nothin
 from __future__ import annotations
 
 import bisect
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -109,7 +108,7 @@ def steady_state(
         lead_in_ns += max(starts[first] - start, 0)
         floor = ends[steady - 1] if steady > first else start
         begin = _leading_wait_start(waits, starts[steady], floor)
-        last_end = min(max(itertools.islice(ends, steady, stop)), end)
+        last_end = min(max(ends[steady:stop]), end)  # a slice: islice would walk from 0
         k = bisect.bisect_right(end_starts, last_end) - 1  # the last input end in the round
         if k >= 0 and begin < end_starts[k] and input_ends[k][1] >= last_end:
             input_end_ns += last_end - end_starts[k]
