@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from gpuwhy.analysis.alignment import GpuWindowStats
 from gpuwhy.analysis.phases import PhaseStats, ProcessPhase
 from gpuwhy.model import Event
-from gpuwhy.rank_identity import RankIdentity, inherited
+from gpuwhy.rank_identity import RankIdentity
 from gpuwhy.recording.merged import PID_STRIDE
-from gpuwhy.telemetry.nvml import GPU_PROCESS_EVENT, held_gpu
-from gpuwhy.wire import PROCESS_EVENT
+from gpuwhy.telemetry.processes import ProcessDirectory
 
 
 @dataclass(frozen=True)
@@ -57,40 +56,16 @@ class RankPhase:
         return min(self.wait_per_step_s / self.cycle_s, 1.0)
 
 
-@dataclass
-class _Processes:
-    """What the events say of the job's processes."""
-
-    identity: dict[int, RankIdentity]
-    parent: dict[int, int]
-    gpu: dict[int, tuple[int, str | None, int]]  # pid -> (device, uuid, memory)
-    syncs: dict[tuple[str, int], int]  # (phase, pid) -> syncs counted
-
-    def identity_of(self, pid: int | None) -> RankIdentity | None:
-        return inherited(pid, self.identity, self.parent)
-
-
-def _processes(events: Iterable[Event]) -> _Processes:
-    found = _Processes({}, {}, {}, defaultdict(int))
+def _processes(events: Iterable[Event]) -> tuple[ProcessDirectory, dict[tuple[str, int], int]]:
+    """Who each process is, and (phase, pid) -> the syncs its hooks counted."""
+    directory = ProcessDirectory()
+    syncs: dict[tuple[str, int], int] = defaultdict(int)
     for event in events:
-        data = event.data
-        pid = data.get("pid")
-        if not isinstance(pid, int) or isinstance(pid, bool):
-            continue
-        if event.kind == PROCESS_EVENT:
-            identity = RankIdentity.from_data(data)
-            if identity is not None:
-                found.identity[pid] = identity
-            ppid = data.get("ppid")
-            if isinstance(ppid, int):
-                found.parent[pid] = ppid
-        elif event.kind == GPU_PROCESS_EVENT:
-            held = held_gpu(found.gpu.get(pid), data)
-            if held is not None:
-                found.gpu[pid] = held
-        elif event.kind == "sync" and isinstance(data.get("count"), int):
-            found.syncs[(str(data.get("phase") or "train"), pid)] += data["count"]
-    return found
+        directory.observe(event)
+        pid, count = event.data.get("pid"), event.data.get("count")
+        if event.kind == "sync" and isinstance(pid, int) and isinstance(count, int):
+            syncs[(str(event.data.get("phase") or "train"), pid)] += count
+    return directory, syncs
 
 
 def rank_phases(
@@ -106,11 +81,15 @@ def rank_phases(
     }
     if not stepped:
         return {}
-    known = _processes(events)
+    known, syncs = _processes(events)
     result = {}
     for name, phase in stepped.items():
         during = (gpu or {}).get(name, {})
-        rows = [_row(name, process, known, during) for process in phase.processes if process.steps]
+        rows = [
+            _row(name, process, known, syncs, during)
+            for process in phase.processes
+            if process.steps
+        ]
         result[name] = tuple(sorted(rows, key=_order))
     return result
 
@@ -118,15 +97,15 @@ def rank_phases(
 def _row(
     phase: str,
     process: ProcessPhase,
-    known: _Processes,
+    known: ProcessDirectory,
+    counted: Mapping[tuple[str, int], int],
     during: Mapping[int, GpuWindowStats],
 ) -> RankPhase:
     pid = process.pid
     identity = known.identity_of(pid)
     own_pid = None if pid is None else pid % PID_STRIDE  # its pid on its node (merged.py)
-    held = known.gpu.get(pid) if pid is not None else None
-    device, uuid = (held[0], held[1]) if held is not None else (None, None)
-    syncs = known.syncs.get((phase, pid)) if pid is not None else None
+    device, uuid = known.gpu_of(pid)
+    syncs = counted.get((phase, pid)) if pid is not None else None
     util = during[device].util_mean_pct if device is not None and device in during else None
     return RankPhase(
         label=f"rank {identity.rank}" if identity is not None else f"pid {own_pid}",

@@ -13,9 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuwhy.model import Event, Record, Span, SpanKind
-from gpuwhy.rank_identity import RankIdentity, inherited
-from gpuwhy.telemetry.nvml import GPU_PROCESS_EVENT, held_gpu
-from gpuwhy.wire import PROCESS_EVENT
+from gpuwhy.rank_identity import RankIdentity
+from gpuwhy.telemetry.processes import ProcessDirectory
 
 WINDOW_NS = 10_000_000_000
 """How far back the live rates look: long enough to smooth Keras' per-epoch rhythm."""
@@ -64,9 +63,7 @@ class StepMeter:
         self._phase: str | None = None
         self._steps_of: dict[int | None, int] = {}  # pid -> steps so far
         self._phase_of: dict[int | None, str] = {}  # pid -> phase of its newest step
-        self._identity: dict[int, RankIdentity] = {}
-        self._parent: dict[int, int] = {}
-        self._gpu: dict[int, tuple[int, str | None, int]] = {}  # pid -> device, uuid, memory
+        self._processes = ProcessDirectory()
 
     def observe(self, record: Record) -> None:
         """Take note of one record: spans, and the events that say who a process is."""
@@ -89,20 +86,8 @@ class StepMeter:
                 self._phase = record.phase
 
     def _observe_event(self, event: Event) -> None:
-        pid = event.data.get("pid")
-        if not isinstance(pid, int):
-            return
         with self._lock:
-            if event.kind == PROCESS_EVENT:
-                identity = RankIdentity.from_data(event.data)
-                if identity is not None:
-                    self._identity[pid] = identity
-                if isinstance(event.data.get("ppid"), int):
-                    self._parent[pid] = event.data["ppid"]
-            elif event.kind == GPU_PROCESS_EVENT:
-                held = held_gpu(self._gpu.get(pid), event.data)
-                if held is not None:
-                    self._gpu[pid] = held
+            self._processes.observe(event)
 
     def processes(self, now_ns: int | None = None) -> list[ProcessProgress]:
         """Every process that stepped: its steps so far and its recent step time and wait."""
@@ -111,19 +96,18 @@ class StepMeter:
         with self._lock:
             recent = [item for item in self._spans if item[1] >= since]
             steps_of, phase_of = dict(self._steps_of), dict(self._phase_of)
-            identity, parent, gpu = dict(self._identity), dict(self._parent), dict(self._gpu)
+            known = {pid: self._who(pid) for pid in steps_of}
         by_pid: dict[int | None, list[tuple[int, int, int, int | None, bool]]] = {}
         for item in recent:
             by_pid.setdefault(item[3], []).append(item)
         result = []
         for pid, total in steps_of.items():
             rate, share = _rate_and_share(by_pid.get(pid, []))
-            held = gpu.get(pid) if pid is not None else None
-            device, uuid = (held[0], held[1]) if held is not None else (None, None)
+            identity, (device, uuid) = known[pid]
             result.append(
                 ProcessProgress(
                     pid=pid,
-                    identity=inherited(pid, identity, parent),
+                    identity=identity,
                     steps_total=total,
                     step_s=1 / rate if rate else None,
                     wait_share=share,
@@ -133,6 +117,9 @@ class StepMeter:
                 )
             )
         return result
+
+    def _who(self, pid: int | None) -> tuple[RankIdentity | None, tuple[int | None, str | None]]:
+        return self._processes.identity_of(pid), self._processes.gpu_of(pid)
 
     def progress(self, now_ns: int | None = None) -> Progress:
         """Rates over the last `WINDOW_NS` before ``now_ns``."""
