@@ -83,7 +83,8 @@ def test_a_compute_bound_job_has_nothing_to_gain(tmp_path: Path) -> None:
 def test_a_fix_that_cannot_help_is_not_called_a_win(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     report = tmp_path / "try.json"
-    fix = ["--fix", "torch.num_workers=2", "--rounds", "3"]
+    # 5 rounds: with 3, a test machine busy with other tests leans one way by luck too often.
+    fix = ["--fix", "torch.num_workers=2", "--rounds", "5"]
     budget = ["--skip", "5", "--steps", "30", "--json", str(report)]
     job = [sys.executable, str(JOB), "--loop", "torch", "--healthy"]
     done = gpuwhy_try([*fix, *budget, "--", *job], tmp_path)

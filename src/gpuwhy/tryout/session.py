@@ -9,9 +9,9 @@
 3. The candidates that gained are combined, and the combination is measured the same way.
 
 A fix counts as a gain only when its median speed-up reaches `MIN_GAIN` and its slowest round
-still beats the job as written by more than the job as written varies from round to round (its
-own runs' highest time over their lowest): a lean the size of the noise is "no measurable
-change", whichever way it goes.
+still beats the job as written by more than either side varies from round to round (the job as
+written's runs' highest time over their lowest, or the fix's own): a lean the size of the noise is
+"no measurable change", whichever way it goes.
 """
 
 from __future__ import annotations
@@ -65,11 +65,16 @@ class Row:
     problem: str | None = None
     applied: bool = False
     combined: bool = False
-    noise: float = 0.0  # the job as written, in the same rounds: highest / lowest time - 1
+    baseline_per_batch_s: list[float] = field(default_factory=list)  # as written, same rounds
 
     @property
     def speedup(self) -> float | None:
         return statistics.median(self.ratios) if self.ratios else None
+
+    @property
+    def noise(self) -> float:
+        """How much either side varied between its own runs, the larger: highest / lowest - 1."""
+        return max(_spread(self.baseline_per_batch_s), _spread(self.per_batch_s))
 
     @property
     def spread(self) -> tuple[float, float] | None:
@@ -173,7 +178,6 @@ class TrySession:
 
     def _measure(self, report: TryReport, rows: list[Row], phase: str | None) -> None:
         report.rows.extend(rows)
-        baselines: list[float] = []
         for round_index in range(self.rounds):
             order: list[Row | None] = [None, *rows]  # None: the job as written
             if round_index % 2:
@@ -191,7 +195,6 @@ class TrySession:
                     "a job that does not run the same way twice cannot be compared (docs/try.md)",
                 )
             report.baseline_per_batch_s.append(base.per_batch_s)
-            baselines.append(base.per_batch_s)
             skipped = int(base.seen.get("seen", {}).get("saves_skipped", 0))
             report.saves_skipped = max(report.saves_skipped, skipped)
             for row in rows:
@@ -206,9 +209,8 @@ class TrySession:
                     int(row.fix.settings.get("batch.scale", 1)) if "batch.scale" in applied else 1
                 )
                 row.per_batch_s.append(result.per_batch_s)
+                row.baseline_per_batch_s.append(base.per_batch_s)
                 row.ratios.append(base.per_batch_s / (result.per_batch_s / scale))
-        for row in rows:
-            row.noise = max(baselines) / min(baselines) - 1.0
 
     def _trial(self, settings: Mapping[str, Any], *, phase: str | None) -> TrialResult:
         self._runs += 1
@@ -266,3 +268,8 @@ def _unfixable(codes: Sequence[str], seen: Seen) -> str:
         f"{', '.join(codes)}, but no setting gpuwhy can try applies (it tries Keras "
         "steps_per_execution, and saw no Keras compile) — apply the finding's fix by hand"
     )
+
+
+def _spread(per_batch_s: Sequence[float]) -> float:
+    """How much one side's runs vary: the highest time over the lowest, less one."""
+    return max(per_batch_s) / min(per_batch_s) - 1.0 if per_batch_s else 0.0
