@@ -18,6 +18,7 @@ if [ "$fast" = 0 ]; then
     for env in bare tf-cpu tf-conflict torch-cpu; do  # what scripts/test-envs.sh makes
         if [ ! -f ".venvs/$env/.done" ]; then parts+=(test-envs); break; fi
     done
+    [ -d .venv/lib/python3*/site-packages/transformers ] 2>/dev/null || parts+=(zoo)
 fi
 bash scripts/need-space.sh "Setting up the test environments" "${parts[@]}"
 if [ "$fast" = 1 ]; then
@@ -33,6 +34,7 @@ else
     bash scripts/test-envs.sh & envs=$!
     bash scripts/system-packages.sh & packages=$!
     bash scripts/setup.sh
+    bash scripts/zoo-deps.sh  # into .venv: after setup.sh, while the others go on
     wait "$envs"
     wait "$packages"
 fi

@@ -130,9 +130,18 @@ def test_framework_from_the_hooks_instrumentation_events() -> None:
             for m in modules
         ]
 
-    assert detect(hooked("tensorflow", "keras")) is Framework.KERAS_TF
-    assert detect(hooked("torch", "keras")) is Framework.KERAS_TORCH
-    assert detect(hooked("jax", "tensorflow", "keras")) is Framework.KERAS_JAX
+    def keras_loop(backend: str) -> list[Event]:
+        data = {"key": "keras.loop", "framework": "keras", "backend": backend}
+        return [Event(0, "hooks", "Keras loop ran", data)]
+
+    assert detect(hooked("tensorflow", "keras") + keras_loop("tensorflow")) is Framework.KERAS_TF
+    assert detect(hooked("torch", "keras") + keras_loop("torch")) is Framework.KERAS_TORCH
+    assert detect(hooked("jax", "tensorflow", "keras") + keras_loop("jax")) is Framework.KERAS_JAX
+    # Keras imported (TensorFlow imports it; a GradientTape loop builds its model with it) but
+    # no Keras loop: the job is not a Keras job.
+    assert detect(hooked("tensorflow", "keras")) is Framework.TENSORFLOW
+    assert detect(hooked("torch", "keras")) is Framework.TORCH
+    assert detect(hooked("jax")) is Framework.JAX
     assert detect(hooked("tensorflow")) is Framework.TENSORFLOW
     assert detect(hooked("torch")) is Framework.TORCH
     assert detect(hooked("torch", "lightning")) is Framework.LIGHTNING

@@ -102,7 +102,7 @@ def test_syncs_on_most_steps_are_sync_bound_with_the_keras_torch_fix(tmp_path: P
     # As the hooks send them: one event per phase every few seconds, steps that synced included.
     run.event(4, "sync", "device-to-host synchronisations", phase="train", count=90, steps=45)
     run.event(8, "sync", "device-to-host synchronisations", phase="train", count=80, steps=40)
-    run.event(0.1, "hook", "instrumented keras", module="keras", backend="torch")
+    run.event(0.1, "hooks", "Keras loop ran", framework="keras", backend="torch")
     diagnosis = _diagnose(run)
     assert _codes(diagnosis) == ["SYNC_BOUND"]
     finding = diagnosis.findings[0]

@@ -167,3 +167,20 @@ def test_a_job_in_another_venv_sends_its_spans_to_the_socket(tmp_path: Path) -> 
     waits = [r for r in records if isinstance(r, Span) and r.kind is SpanKind.WAIT]
     assert len(steps) == len(step_waits(waits)) == 8
     assert {s.phase for s in steps} == {"train"}
+
+
+def test_the_start_up_hook_watches_every_module_the_hooks_patch() -> None:
+    import ast
+
+    from gpuwhy.hooks import auto
+
+    source = (BOOT / "sitecustomize.py").read_text()
+    assignment = next(
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "_WATCHED"
+    )
+    watched = {
+        element.value for element in ast.walk(assignment) if isinstance(element, ast.Constant)
+    }
+    assert watched == {module for modules in auto.FRAMEWORKS.values() for module in modules}

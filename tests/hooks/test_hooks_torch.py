@@ -17,20 +17,22 @@ pytestmark = pytest.mark.slow  # every test runs a torch training loop
 
 
 class SlowData(torch.utils.data.Dataset):  # type: ignore[misc]
-    """16 samples; each costs `sleep_s` to load."""
+    """16 samples; each costs `sleep_s` to load, the first `first_sleep_s`."""
 
-    def __init__(self, sleep_s: float = 0.0) -> None:
+    def __init__(self, sleep_s: float = 0.0, first_sleep_s: float | None = None) -> None:
         generator = torch.Generator().manual_seed(0)
         self.x = torch.randn(16, 4, generator=generator)
         self.y = torch.randn(16, 1, generator=generator)
         self.sleep_s = sleep_s
+        self.first_sleep_s = sleep_s if first_sleep_s is None else first_sleep_s
 
     def __len__(self) -> int:
         return 16
 
     def __getitem__(self, i: int) -> tuple[Any, Any]:
-        if self.sleep_s:
-            time.sleep(self.sleep_s)
+        pause = self.first_sleep_s if i == 0 else self.sleep_s
+        if pause:
+            time.sleep(pause)
         return self.x[i], self.y[i]
 
 
@@ -125,9 +127,11 @@ def test_a_batch_the_workers_already_queued_is_handed_over_not_waited_for(
     hooks: Collected,
 ) -> None:
     # Fast samples, slow steps: after the first batches the workers are always ahead, so a
-    # pull only takes a queued batch (a cost the input made free still pays): no wait.
+    # pull only takes a queued batch (a cost the input made free still pays): no wait. The
+    # first sample is slow, so the first pull surely finds nothing made yet (with every sample
+    # fast, a worker may finish the first batch before the loop asks for it).
     loader = torch.utils.data.DataLoader(
-        SlowData(), batch_size=2, num_workers=2, multiprocessing_context="fork"
+        SlowData(first_sleep_s=0.1), batch_size=2, num_workers=2, multiprocessing_context="fork"
     )
     for _ in loader:
         time.sleep(0.02)  # the step's compute
@@ -135,4 +139,74 @@ def test_a_batch_the_workers_already_queued_is_handed_over_not_waited_for(
     assert len(waits) == 8
     handed_over = [w for w in waits[2:] if w.end_ns == w.start_ns]
     assert len(handed_over) >= 5, [w.end_ns - w.start_ns for w in waits]
-    assert waits[0].end_ns - waits[0].start_ns > 0  # the first waited for the workers to start
+    assert waits[0].end_ns - waits[0].start_ns > 50_000_000  # the first waited for its batch
+
+
+def evaluate(net: Any, loader: Any) -> float:
+    """An evaluation loop as the PyTorch MNIST example writes it: no backward, no step."""
+    total = 0.0
+    with torch.no_grad():
+        for x, y in loader:
+            total += float(torch.nn.functional.mse_loss(net(x), y))
+    return total
+
+
+def test_an_evaluation_loop_after_training_is_validation(hooks: Collected) -> None:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(SlowData(), batch_size=4)
+    for _ in range(2):  # train(), then test(), each epoch
+        for x, y in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(net(x), y).backward()
+            optimizer.step()
+        evaluate(net, torch.utils.data.DataLoader(SlowData(), batch_size=8))
+    train_steps = hooks.spans(SpanKind.STEP, "train")
+    validation_steps = hooks.spans(SpanKind.STEP, "validation")
+    assert [s.step for s in train_steps] == list(range(8))
+    assert [s.step for s in validation_steps] == list(range(4))
+    assert len(hooks.spans(SpanKind.PHASE, "validation")) == 2
+    # Each evaluation lies between the training epochs around it.
+    first_epoch_end = train_steps[3].end_ns
+    assert first_epoch_end <= validation_steps[0].start_ns < train_steps[4].start_ns
+    assert len(step_waits(hooks.spans(SpanKind.WAIT, "validation"))) == 4
+
+
+def test_a_loop_that_trains_only_after_a_few_batches_is_train(hooks: Collected) -> None:
+    # Gradient accumulation that pulls its micro-batches first, then trains on them.
+    torch.manual_seed(0)
+    net = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    train(torch.utils.data.DataLoader(SlowData(), batch_size=4))  # the job trains
+    held: list[Any] = []
+    for x, y in torch.utils.data.DataLoader(SlowData(), batch_size=2):
+        held.append((x, y))
+        if len(held) == 4:
+            for hx, hy in held:
+                torch.nn.functional.mse_loss(net(hx), hy).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            held.clear()
+    assert [s.step for s in hooks.spans(SpanKind.STEP, "train")] == list(range(12))
+    assert hooks.spans(SpanKind.STEP, "validation") == []
+
+
+def test_a_loop_in_a_job_never_seen_training_stays_train(hooks: Collected) -> None:
+    # A DataLoader feeding a step the hooks cannot see (a JAX or TensorFlow step, say).
+    for _ in torch.utils.data.DataLoader(SlowData(), batch_size=4):
+        time.sleep(0.001)
+    assert len(hooks.spans(SpanKind.STEP, "train")) == 4
+    assert hooks.spans(SpanKind.STEP, "validation") == []
+
+
+def test_a_long_evaluation_is_named_before_it_ends(hooks: Collected) -> None:
+    train(torch.utils.data.DataLoader(SlowData(), batch_size=4))  # the job trains
+    samples = torch.utils.data.TensorDataset(torch.zeros(100, 4))
+    named_early = None
+    with torch.no_grad():
+        for index, _ in enumerate(torch.utils.data.DataLoader(samples, batch_size=None)):
+            if index == 80:  # still in the loop: its first steps were sent as validation
+                named_early = len(hooks.spans(SpanKind.STEP, "validation"))
+    assert named_early is not None and named_early >= 64
+    assert len(hooks.spans(SpanKind.STEP, "validation")) == 100

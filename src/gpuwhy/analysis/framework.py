@@ -60,15 +60,17 @@ def _from_events(events: Iterable[Event]) -> Framework | None:
         if event.kind == PROCESS_EVENT:  # a launcher's name ("torchrun") says nothing of the job
             continue
         data = event.data
+        # A Keras loop ran (the hooks say so once): Keras imported alone (TensorFlow imports
+        # it; a GradientTape loop builds its model with it) does not make a Keras job.
+        keras = keras or data.get("framework") == "keras"
         for key in ("backend", "keras_backend"):
             value = data.get(key)
             if isinstance(value, str) and value.lower() in _BACKENDS:
                 backend = value.lower()
         text = _words(event)
-        for token in ("keras", "lightning", "torch", "tf.data", "tensorflow", "jax"):
+        for token in ("lightning", "torch", "tf.data", "tensorflow", "jax"):
             if token in text:
                 seen.add(token)
-        keras = keras or "keras" in seen
     if keras:
         if backend is None:
             backend = next((b for b in ("torch", "jax", "tensorflow") if b in seen), "tensorflow")

@@ -2,10 +2,10 @@
 
 A `sys.meta_path` finder watches a handful of module names. It imports nothing itself: when the
 job imports one of them, the finder lets the normal finders locate it and, once the module's
-own code has run, applies gpuwhy's patches (`keras_patches`, `framework_hooks`,
-`lightning_hooks`). Frameworks imported before `install()` are patched at once. Every patch is
-applied once and undone by `uninstall()`; a patch that fails is reported once as an `Event` and
-the job goes on unpatched.
+own code has run, applies gpuwhy's patches (`keras_patches`, `framework_hooks` — Accelerate's
+DataLoaders too —, `lightning_hooks`, `transformers_hooks`). Frameworks imported before
+`install()` are patched at once. Every patch is applied once and undone by `uninstall()`; a
+patch that fails is reported once as an `Event` and the job goes on unpatched.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from gpuwhy.hooks import (
     keras_patches,
     lightning_hooks,
     patching,
+    transformers_hooks,
     try_fixes,
 )
 from gpuwhy.wire import ENV_BOOT, ENV_TRY
@@ -37,6 +38,11 @@ FRAMEWORKS: dict[str, tuple[str, ...]] = {
     "tensorflow": ("tensorflow",),
     "torch": ("torch",),
     "lightning": ("lightning.pytorch", "pytorch_lightning"),
+    "transformers": ("transformers.trainer",),
+    "accelerate": ("accelerate.data_loader",),
+    # Nothing of JAX is patched (its loops are seen through their input): its import is noted,
+    # so that a JAX job is known as one.
+    "jax": ("jax",),
 }
 
 
@@ -47,7 +53,11 @@ def _patch_module(name: str, module: ModuleType) -> None:
         framework_hooks.install_tensorflow()
     elif name == "torch":
         framework_hooks.install_torch()
-    else:
+    elif name == "transformers.trainer":
+        transformers_hooks.install(module)
+    elif name == "accelerate.data_loader":
+        framework_hooks.install_accelerate(module)
+    elif name in FRAMEWORKS["lightning"]:
         lightning_hooks.install(module)
 
 
@@ -112,7 +122,7 @@ def _try_fixes(name: str, module: ModuleType) -> None:
         try_fixes.install_tensorflow()
     elif name == "torch":
         try_fixes.install_torch()
-    else:
+    elif name in FRAMEWORKS["lightning"]:
         try_fixes.install_lightning(module)
 
 

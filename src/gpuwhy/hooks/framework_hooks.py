@@ -69,6 +69,12 @@ def install_torch() -> None:
 
         patching.patch(base, "__next__", make)
         patching.patch(base, "__init__", _stamping_init)
+        # A DataLoader loop shows torch training (backward passes, optimizer steps) to the hooks.
+        tracker.shows_training = lambda source: isinstance(source, (base, iterators.LoaderIterator))
+        patching.on_undo(lambda: setattr(tracker, "shows_training", None))
+    autograd = sys.modules.get("torch.autograd")
+    if autograd is not None and callable(getattr(autograd, "backward", None)):
+        patching.patch(autograd, "backward", _noting_training)
     optimizer = sys.modules.get("torch.optim.optimizer")
     register = getattr(optimizer, "register_optimizer_step_post_hook", None)
     if register is None or patching.is_patched(optimizer, "gpuwhy_step_hook"):
@@ -80,6 +86,34 @@ def install_torch() -> None:
     handle = register(_after_optimizer_step)
     patching.patch(optimizer, "gpuwhy_step_hook", lambda _: handle)  # marks it installed
     patching.on_undo(handle.remove)
+
+
+def install_accelerate(data_loader: Any) -> None:
+    """Time the loop's pulls from Accelerate's prepared DataLoaders (`accelerate.data_loader`):
+    they pull one batch ahead of the loop, so the base DataLoader's pulls would end the loop's
+    phase before its last batch trains."""
+    found = False
+    for name in ("DataLoaderShard", "DataLoaderDispatcher"):
+        wrapper = getattr(data_loader, name, None)
+        if wrapper is not None and "__iter__" in vars(wrapper):
+            patching.patch(wrapper, "__iter__", _loader_iter)
+            found = True
+    if not found:
+        emitter.report_once("accelerate", "Accelerate's DataLoaders not hooked: layout changed")
+
+
+def _loader_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    @functools.wraps(original)
+    def __iter__(self: Any) -> Any:
+        created = tracker.clock()
+        inner = original(self)
+        try:
+            return iterators.LoaderIterator(inner, created)
+        except Exception as error:  # the loop runs untimed rather than not at all
+            emitter.report_once("accelerate", f"Accelerate loop not timed: {error!r}")
+            return inner
+
+    return __iter__
 
 
 def _worker_batch_ready(iterator: Any) -> bool:
@@ -107,8 +141,24 @@ def _stamping_init(original: Callable[..., None]) -> Callable[..., None]:
     return __init__
 
 
+def _noting_training(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`torch.autograd.backward` (what `Tensor.backward` calls) that first tells the tracker
+    the thread trains."""
+
+    @functools.wraps(original)
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        try:
+            tracker.trained()
+        except Exception as error:  # never into the user's training
+            emitter.report_once("backward", f"backward hook failed: {error!r}")
+        return original(*args, **kwargs)
+
+    return backward
+
+
 def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     try:
+        tracker.trained()
         tracker.boundary(tracker.clock())
         if _window is not None:
             _window.on_step()

@@ -91,6 +91,21 @@ def _next(timed: TimedIterator) -> Any:
     return next(timed._inner)
 
 
+class LoaderIterator(TimedIterator):
+    """The iterator a library's DataLoader wrapper gives the loop (Accelerate's, which pulls one
+    batch ahead of it): timed at the loop's own pulls, like a DataLoader's, with the moment it
+    was made (`tracker.CREATED_ATTR`: where its loop began)."""
+
+    __slots__ = ("_gpuwhy_created_ns",)
+
+    def __init__(self, inner: Iterator[Any], created_ns: int) -> None:
+        super().__init__(inner)
+        self._gpuwhy_created_ns = created_ns
+
+    def __next__(self) -> Any:
+        return timed_next(_next, self)
+
+
 class TimedIterable:
     """An iterable whose iterators are `TimedIterator`s."""
 

@@ -26,13 +26,14 @@ def install(keras: Any) -> None:
     if model is None or base is None:
         emitter.report_once(f"{keras.__name__}.layout", "Keras not hooked: no Model/Callback")
         return
+    backend = backend_name() if keras.__name__ == "keras" else "tensorflow"  # tf_keras: TF's
     for name in ("fit", "evaluate", "predict"):
-        patching.patch(model, name, functools.partial(_wrap_loop, base=base))
+        patching.patch(model, name, functools.partial(_wrap_loop, base=base, backend=backend))
     if keras.__name__ == "keras":
         _install_input_timing()
 
 
-def _wrap_loop(original: Callable[..., Any], *, base: type) -> Callable[..., Any]:
+def _wrap_loop(original: Callable[..., Any], *, base: type, backend: str) -> Callable[..., Any]:
     try:
         position = list(inspect.signature(original).parameters).index("callbacks") - 1
     except (TypeError, ValueError):
@@ -42,6 +43,10 @@ def _wrap_loop(original: Callable[..., Any], *, base: type) -> Callable[..., Any
     def loop(self: Any, *args: Any, **kwargs: Any) -> Any:
         st = None
         try:
+            # The job trains with Keras (not merely imports it, as TensorFlow does): its family.
+            emitter.report_once(
+                "keras.loop", "Keras loop ran", kind="hooks", framework="keras", backend=backend
+            )
             args, kwargs = _with_callback(args, kwargs, position, base)
             st = tracker.state()
             st.framework += 1

@@ -10,9 +10,10 @@ check included), "evaluate" (`validate`/`test`), "predict".
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from gpuwhy.hooks import emitter, patching, tracker
 
@@ -108,16 +109,19 @@ class LightningSpans:
         tracker.begin_step(tracker.clock())
 
 
+_CALLBACK_MODULES = ("lightning.pytorch.callbacks", "pytorch_lightning.callbacks")
+
+
 def _lightning_callback_base() -> type:
-    for name in ("lightning.pytorch.callbacks", "pytorch_lightning.callbacks"):
-        module = sys.modules.get(name)
-        if module is not None:
-            return module.Callback  # type: ignore[no-any-return]
-    try:
-        from lightning.pytorch.callbacks import Callback  # type: ignore[import-not-found]
-    except ImportError:
-        from pytorch_lightning.callbacks import Callback  # type: ignore[import-not-found]
-    return Callback  # type: ignore[no-any-return]
+    """Lightning's `Callback`: from the package the job already imported, else either one."""
+    loaded = [sys.modules[name] for name in _CALLBACK_MODULES if name in sys.modules]
+    for module in loaded or _CALLBACK_MODULES:
+        try:
+            found = importlib.import_module(module) if isinstance(module, str) else module
+        except ImportError:
+            continue
+        return cast(type, found.Callback)
+    raise ImportError("Lightning is not installed (neither lightning nor pytorch_lightning)")
 
 
 _classes: dict[type, type] = {}

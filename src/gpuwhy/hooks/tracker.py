@@ -12,7 +12,11 @@ Every hook funnels into these few functions, which keep per-thread state and app
   `gpuwhy.step()`, or, in a plain loop, the first hooked iterator the thread pulls from (every
   pull from it starts a step; pulls from other iterators are waits of that step). Torch
   optimizer steps define steps only where nothing else does.
-- A step opened without any phase puts the thread in an implicit "train" phase.
+- A step opened without any phase puts the thread in an implicit "train" phase. A plain loop
+  whose training the hooks could see (torch: an optimizer step or a backward pass) is named by
+  what it does: "train" once it trains; "validation" if it ends without training in a process
+  seen training (an evaluation loop), else "train" still (the training may be invisible: a JAX
+  step fed by a DataLoader). Its records wait until then.
 - Device-to-host synchronisations (`sync_counting.py`) are counted into the open step, else
   into the current phase segment, and leave as one SYNC record per step or segment that had any.
 """
@@ -39,6 +43,18 @@ clock: Callable[[], int] = time.monotonic_ns
 
 on_step_closed: Callable[[str, int, int], None] | None = None
 """`gpuwhy try` (try_fixes.py): given (phase, steps, end ns) of each closed step; may stop it."""
+
+shows_training: Callable[[object], bool] | None = None
+"""Set by framework_hooks: whether a plain loop over `source` would show its training to the
+hooks (`trained()`), so that its implicit phase can be named by what it does."""
+
+VALIDATION = "validation"
+HELD_RECORDS = 64
+"""An unnamed loop whose held records reach this many (32 to 64 steps: one or two records each)
+without training is named then (gradient accumulation trains within a few batches): its records
+wait no longer."""
+
+_saw_training = False  # `trained()` was called in this process
 
 _exec_ids = itertools.count()
 _next_index: dict[str, int] = {}
@@ -86,13 +102,15 @@ class ThreadState:
         "manual",
         "mute",
         "owner",
+        "pending",
         "phases",
         "prev_exec",
         "step",
     )
 
     def __init__(self) -> None:
-        self.phases: list[list[Any]] = []  # [name, segment_start_ns, implicit, syncs]
+        # [name, segment_start_ns, implicit, syncs, the step owner outside the phase]
+        self.phases: list[list[Any]] = []
         self.step: _Step | None = None
         self.prev_exec: int | None = None  # last execution closed in the current loop
         self.manual = False  # the user calls gpuwhy.step() in this thread
@@ -102,6 +120,9 @@ class ThreadState:
         self.owner: weakref.ref[Any] | None = None  # the iterator that defines steps
         self.data_modes: dict[str, int] = {}  # how a framework phase measures its data wait
         self.implicit_end_ns: int | None = None
+        # The records of an implicit phase not yet named (train, or an evaluation): held back
+        # until the loop trains or ends.
+        self.pending: list[tuple[Any, ...]] | None = None
         # Is the device still running the last execution? (a non-blocking readiness check,
         # set by a framework loop that can tell; None where nothing can)
         self.busy: Callable[[], bool] | None = None
@@ -134,7 +155,11 @@ def push_phase(name: str, t: int, *, implicit: bool = False) -> int:
     depth = len(st.phases)
     if st.phases:
         _emit_segment(st.phases[-1], t)
-    st.phases.append([name, t, implicit, 0])
+    # A phase entered inside a loop (an evaluation each epoch) has its own loop: the outer
+    # loop's iterator defines steps again once the phase is left.
+    st.phases.append([name, t, implicit, 0, None if implicit else st.owner])
+    if not implicit:
+        st.owner = None
     st.prev_exec = None
     return depth
 
@@ -146,13 +171,19 @@ def unwind(depth: int, t: int) -> None:
         return
     close_step(st, t)
     while len(st.phases) > depth:
-        _emit_segment(st.phases.pop(), t)
+        segment = st.phases.pop()
+        _emit_segment(segment, t)
+        if not segment[2]:
+            st.owner = segment[4]
     if st.phases:
         st.phases[-1][1] = t
     st.prev_exec = None
 
 
 def _emit_segment(segment: list[Any], t: int) -> None:
+    st = state()
+    if st.pending is not None and segment[2]:  # the unnamed loop's phase, ending untrained
+        _settle(st, segment, _untrained_name())
     if t > segment[1]:
         emitter.emit((PHASE, segment[0], segment[1], t))
     if segment[3]:  # syncs in the phase outside any step (between epochs, say)
@@ -168,11 +199,46 @@ def _end_implicit(st: ThreadState, t: int) -> None:
 # ---------------------------------------------------------------------------------- steps
 
 
-def _open(st: ThreadState, t: int) -> _Step:
+def _open(st: ThreadState, t: int, *, unnamed: bool = False) -> _Step:
     if not st.phases:
         push_phase(DEFAULT_PHASE, t, implicit=True)
+        if unnamed:
+            st.pending = []
     step = st.step = _Step(st.phases[-1][0], t, st.prev_exec)
     return step
+
+
+def trained() -> None:
+    """The thread trained a model (an optimizer step, a backward pass): an unnamed loop's phase
+    is "train". O(1) when there is none."""
+    global _saw_training
+    _saw_training = True
+    st = state()
+    if st.pending is not None:
+        _settle(st, st.phases[0], DEFAULT_PHASE)
+
+
+def _untrained_name() -> str:
+    """An unnamed loop that did not train: an evaluation, where training is known to show."""
+    return VALIDATION if _saw_training else DEFAULT_PHASE
+
+
+def _settle(st: ThreadState, segment: list[Any], name: str) -> None:
+    """Name the unnamed implicit phase (its `segment`) and send its held records so named."""
+    pending, st.pending = st.pending or [], None
+    segment[0] = name
+    for record in pending:
+        if record[0] == STEP:
+            index = _next_index.get(name, 0)
+            _next_index[name] = index + record[5]
+            record = (STEP, name, index, *record[3:])
+        else:
+            record = (record[0], name, *record[2:])
+        emitter.emit(record)
+    step = st.step
+    if step is not None:  # opened while the phase was unnamed: its index too is given now
+        step.phase = name
+        step.index = _next_index.get(name, 0)
 
 
 def close_step(st: ThreadState, t: int, *, last: bool = True) -> None:
@@ -183,12 +249,29 @@ def close_step(st: ThreadState, t: int, *, last: bool = True) -> None:
     st.step = None
     steps = step.pulls if step.mode & SRC_HOST and step.pulls else step.steps
     mode = step.mode | LAST if last else step.mode
-    emitter.emit(
-        (STEP, step.phase, step.index, step.start_ns, t, steps, step.exec_id, step.prev_exec, mode)
+    record = (
+        STEP,
+        step.phase,
+        step.index,
+        step.start_ns,
+        t,
+        steps,
+        step.exec_id,
+        step.prev_exec,
+        mode,
     )
-    if step.syncs:
-        emitter.emit((SYNC, step.phase, step.syncs, 1, t))
-    _next_index[step.phase] = step.index + steps
+    synced = (SYNC, step.phase, step.syncs, 1, t) if step.syncs else None
+    if st.pending is not None:  # an unnamed loop's step: its index is given when it is named
+        st.pending.append(record)
+        if synced is not None:
+            st.pending.append(synced)
+        if len(st.pending) >= HELD_RECORDS:
+            _settle(st, st.phases[0], _untrained_name())
+    else:
+        emitter.emit(record)
+        if synced is not None:
+            emitter.emit(synced)
+        _next_index[step.phase] = step.index + steps
     st.prev_exec = step.exec_id
     st.implicit_end_ns = t
     if on_step_closed is not None:
@@ -315,7 +398,8 @@ def _auto_pull(st: ThreadState, source: object, r: int, d: int, ok: bool, busy: 
             _end_of_data(st, r, d)
             return
         close_step(st, r, last=False)
-        step = _open(st, r)  # not "begun": a gpuwhy.step() right after adopts it
+        unnamed = not st.phases and shows_training is not None and shows_training(source)
+        step = _open(st, r, unnamed=unnamed)  # not "begun": a gpuwhy.step() adopts it
         step.expected = 1
     step_or_none = st.step
     if ok and step_or_none is not None:

@@ -22,8 +22,19 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+# gpuwhy.hooks.auto.FRAMEWORKS' modules (tests/hooks/test_hooks_boot.py keeps them the same).
 _WATCHED = frozenset(
-    {"keras", "tf_keras", "tensorflow", "torch", "lightning.pytorch", "pytorch_lightning"}
+    {
+        "keras",
+        "tf_keras",
+        "tensorflow",
+        "torch",
+        "lightning.pytorch",
+        "pytorch_lightning",
+        "transformers.trainer",
+        "accelerate.data_loader",
+        "jax",
+    }
 )
 _GUARD = "GPUWHY_CHAINED_SITECUSTOMIZE"  # gpuwhy.wire.ENV_CHAINED_SITECUSTOMIZE
 

@@ -1,0 +1,195 @@
+"""The zoo: training scripts in the shapes users run, each with the facts gpuwhy must get right
+on it. `test_zoo.py` runs each under `gpuwhy run` and checks them; `bench/zoo_matrix.py` turns the
+same runs into docs/compatibility.md.
+
+Step counts are exact, from the scripts' own sizes. A wait is "present" when the script reads
+its input slowly (a sleep standing for storage) and the loop must stand still for it, "absent"
+when its input is in memory, None when gpuwhy cannot time that input (said in `gap`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+JOBS = Path(__file__).resolve().parent / "jobs"
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str  # the matrix's row
+    script: str  # in jobs/
+    framework: str  # what gpuwhy must detect (the family its fixes are written for)
+    phases: Mapping[str, int]  # phase -> exact steps
+    waits: Mapping[str, bool | None] = field(default_factory=dict)  # phase -> wait present?
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    needs: tuple[str, ...] = ()  # modules the script imports
+    launcher: str = "python"
+    exit_code: int = 0
+    gap: str | None = None  # what gpuwhy does not see on this job, said plainly
+    results: str = "final "  # the job's lines that give its results (same bare and watched)
+
+    @property
+    def path(self) -> Path:
+        return JOBS / self.script
+
+
+KERAS = {"train": 16, "validation": 4, "evaluate": 2}  # 2 epochs of 8 + 2, then evaluate
+
+MEMBERS = (
+    Member(
+        "PyTorch MNIST example (train/test functions)",
+        "torch_mnist.py",
+        "torch",
+        {"train": 20, "validation": 4},
+        {"train": False},
+        needs=("torch",),
+        results="Test set: ",
+    ),
+    Member(
+        "PyTorch DataLoader, num_workers=2 (fork)",
+        "torch_inputs.py",
+        "torch",
+        {"train": 32},
+        {"train": True},
+        args=("--input", "workers"),
+        needs=("torch",),
+    ),
+    Member(
+        "PyTorch DataLoader, num_workers=2 (spawn)",
+        "torch_inputs.py",
+        "torch",
+        {"train": 32},
+        {"train": True},
+        args=("--input", "spawn"),
+        needs=("torch",),
+    ),
+    Member(
+        "PyTorch IterableDataset, 2 workers",
+        "torch_inputs.py",
+        "torch",
+        {"train": 32},
+        {"train": True},
+        args=("--input", "iterable"),
+        needs=("torch",),
+    ),
+    Member(  # 32 optimizer steps bound 31 whole steps (the one after the last never ends)
+        "PyTorch, a generator of batches (no DataLoader)",
+        "torch_inputs.py",
+        "torch",
+        {"train": 31},
+        {"train": None},
+        args=("--input", "generator"),
+        needs=("torch",),
+        gap="steps from optimizer steps; the generator's reads are not timed (wrap it in "
+        "gpuwhy.iterate)",
+    ),
+    Member(
+        "PyTorch, gradient accumulation (4 batches a step)",
+        "torch_inputs.py",
+        "torch",
+        {"train": 32},
+        {"train": True},
+        args=("--input", "workers", "--accumulate", "4"),
+        needs=("torch",),
+    ),
+    Member(  # 16 steps, then 4: the fourth ends where the failure leaves the loop
+        "PyTorch, a job that fails in its second epoch",
+        "torch_inputs.py",
+        "torch",
+        {"train": 20},
+        {"train": True},
+        args=("--input", "workers", "--fail-in-epoch", "1"),
+        needs=("torch",),
+        exit_code=1,
+    ),
+    Member(
+        "Keras 3 fit + callbacks, TensorFlow backend",
+        "keras_fit.py",
+        "keras-tensorflow",
+        KERAS,
+        {"train": False},
+        env={"KERAS_BACKEND": "tensorflow"},
+        needs=("keras", "tensorflow"),
+    ),
+    Member(
+        "Keras 3 fit + callbacks, torch backend",
+        "keras_fit.py",
+        "keras-torch",
+        KERAS,
+        {"train": False},
+        env={"KERAS_BACKEND": "torch"},
+        needs=("keras", "torch"),
+    ),
+    Member(
+        "Keras 3 fit + callbacks, JAX backend",
+        "keras_fit.py",
+        "keras-jax",
+        KERAS,
+        {"train": False},
+        env={"KERAS_BACKEND": "jax"},
+        needs=("keras", "jax"),
+    ),
+    Member(
+        "TensorFlow GradientTape loop, tf.function, tf.data",
+        "tf_tape.py",
+        "tensorflow",
+        {"train": 40},
+        {"train": True},
+        needs=("tensorflow",),
+    ),
+    Member(
+        "tf.distribute.MirroredStrategy, Keras fit",
+        "tf_mirrored.py",
+        "keras-tensorflow",
+        {"train": 32},
+        {"train": None},
+        needs=("tensorflow",),
+        gap="data wait unknown: a distributed dataset takes no in-graph timing stamps",
+    ),
+    Member(
+        "Hugging Face Trainer, evaluation each epoch",
+        "hf_trainer.py",
+        "torch",
+        {"train": 24, "validation": 8, "evaluate": 4},
+        {"train": False},
+        needs=("transformers", "torch"),
+    ),
+    Member(
+        "Lightning Trainer fit + validate",
+        "lightning_fit.py",
+        "lightning",
+        {"train": 16, "validation": 6, "evaluate": 2},
+        {"train": False},
+        needs=("lightning", "torch"),
+    ),
+    Member(
+        "Accelerate loop with evaluation",
+        "accelerate_loop.py",
+        "torch",
+        {"train": 16, "validation": 16},
+        {"train": False},
+        needs=("accelerate", "torch"),
+    ),
+    Member(
+        "Flax/Optax loop over tf.data",
+        "flax_optax.py",
+        "tensorflow",
+        {"train": 32},
+        {"train": True},
+        args=("--input", "tfdata"),
+        needs=("flax", "optax", "tensorflow"),
+    ),
+    Member(
+        "Flax/Optax loop over NumPy batches",
+        "flax_optax.py",
+        "jax",
+        {},
+        args=("--input", "numpy"),
+        needs=("flax", "optax"),
+        gap="no steps: a plain generator is not hooked and JAX has no optimizer step to see "
+        "(wrap the batches in gpuwhy.iterate)",
+    ),
+)

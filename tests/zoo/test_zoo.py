@@ -1,0 +1,141 @@
+"""gpuwhy on the zoo (members.py): each script run bare and under `gpuwhy run`, and the facts
+that must hold on it — its output and exit code untouched, its framework detected, the phases
+it has with exactly the steps it ran, its data wait present or absent as it was built.
+
+With GPUWHY_ZOO_RESULTS=DIR each run also writes what gpuwhy saw to DIR/<index>.json, from which
+`bench/zoo_matrix.py` writes docs/compatibility.md.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zoo.members import MEMBERS, Member
+
+pytestmark = pytest.mark.slow
+
+PRESENT = 0.3  # the slow reads are most of each step: a loop that waits for them
+ABSENT = 0.1  # in-memory input: what a pull costs (indexing, collating) is a small share
+PHASE_KIND = "phase"
+
+
+def _needs(member: Member) -> None:
+    missing = [name for name in member.needs if importlib.util.find_spec(name) is None]
+    if not missing:
+        return
+    message = f"{member.name}: {', '.join(missing)} not installed (scripts/setup.sh installs it)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _start(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    cwd.mkdir()
+    return subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _finish(process: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        out, err = process.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def _results(out: str, prefix: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith(prefix)]
+
+
+def _versions(member: Member) -> dict[str, str]:
+    found = {}
+    for name in member.needs:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "?"
+    return found
+
+
+@pytest.mark.parametrize(
+    "index", range(len(MEMBERS)), ids=[f"{i:02d}-{m.path.stem}" for i, m in enumerate(MEMBERS)]
+)
+def test_gpuwhy_is_right_on_a_real_world_job(index: int, tmp_path: Path) -> None:
+    member = MEMBERS[index]
+    _needs(member)
+    env = {**os.environ, **member.env}
+    job = [sys.executable, str(member.path), *member.args]
+    report_path = tmp_path / "report.json"
+    # Side by side (the machine's two cores): the bare run only gives the job's own results.
+    bare_process = _start(job, tmp_path / "bare", env)
+    watched = _finish(
+        _start(
+            [sys.executable, "-m", "gpuwhy", "run", "--json", str(report_path), "--", *job],
+            tmp_path / "watched",
+            env,
+        )
+    )
+    bare = _finish(bare_process)
+    # The job's own results and exit code, untouched.
+    assert bare.returncode == member.exit_code, bare.stderr[-3000:]
+    assert watched.returncode == member.exit_code, watched.stderr[-3000:]
+    results = _results(bare.stdout, member.results)
+    assert _results(watched.stdout, member.results) == results, watched.stdout[-2000:]
+    if member.exit_code == 0:
+        assert results, bare.stdout[-2000:]
+        assert "Traceback" not in watched.stderr, watched.stderr[-3000:]
+
+    report = json.loads(report_path.read_text())
+    phases = {
+        name: phase for name, phase in report["phases"].items() if phase.get("kind") == PHASE_KIND
+    }
+    seen = {name: phase["steps"] for name, phase in phases.items()}
+    waits = {name: phase["data_wait_fraction"] for name, phase in phases.items()}
+    _write_row(member, report, seen, waits)
+    assert report["framework"] == member.framework
+    assert report["exit_code"] == member.exit_code
+    assert seen == dict(member.phases), report["phases"]
+    for name, present in member.waits.items():
+        fraction = waits[name]
+        if present is None:
+            assert fraction is None, (name, fraction)
+        elif present:
+            assert fraction is not None and fraction >= PRESENT, (name, fraction)
+        else:
+            assert fraction is not None and fraction < ABSENT, (name, fraction)
+    codes = {finding["code"] for finding in report["findings"]}
+    assert ("INPUT_BOUND" in codes) == any(member.waits.values()), codes
+
+
+def _write_row(
+    member: Member,
+    report: dict[str, Any],
+    steps: dict[str, int],
+    waits: dict[str, float | None],
+) -> None:
+    folder = os.environ.get("GPUWHY_ZOO_RESULTS")
+    if not folder:
+        return
+    row = {
+        "index": MEMBERS.index(member),
+        "name": member.name,
+        "launcher": member.launcher,
+        "versions": _versions(member),
+        "framework": report["framework"],
+        "steps": steps,
+        "waits": waits,
+        "findings": [finding["code"] for finding in report["findings"]],
+        "gap": member.gap,
+    }
+    Path(folder, f"{row['index']:02d}.json").write_text(json.dumps(row, indent=1))
