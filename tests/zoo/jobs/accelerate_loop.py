@@ -11,7 +11,8 @@ from accelerate import Accelerator
 from torch.utils.data import DataLoader, TensorDataset
 
 TRAIN, EVALUATE, BATCH, EPOCHS = 256, 256, 32, 2
-WIDTH = 1024  # a step that costs more than fetching its in-memory batch
+WIDTH = 2048  # a step that costs far more than fetching its in-memory batch (and Accelerate's
+# bookkeeping around each fetch)
 
 
 def data(count: int, seed: int) -> DataLoader:  # type: ignore[type-arg]

@@ -1,0 +1,80 @@
+"""Plain loops under the hooks, in an interpreter of their own (as a job runs them):
+
+    python loop_time_job.py {tfdata,loader0,loader2}
+
+Runs three epochs of one loop — a tf.data dataset with a slow map, or a torch DataLoader with 0
+or 2 workers — each epoch timed by the loop's own clock around its `for` statement, and prints
+one JSON line: those clocks (`walls`) and the "train" phases the hooks sent (`phases`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from hookspans import Collected
+
+from gpuwhy.hooks import auto, emitter
+from gpuwhy.model import SpanKind
+
+EPOCHS = 3
+
+
+def loop_walls(make: Callable[[], Iterable[Any]]) -> list[tuple[int, int]]:
+    walls = []
+    for _ in range(EPOCHS):
+        data = make()
+        start = time.monotonic_ns()
+        for _batch in data:
+            time.sleep(0.002)  # the step's compute
+        walls.append((start, time.monotonic_ns()))
+    return walls
+
+
+def tfdata() -> Callable[[], Iterable[Any]]:
+    import numpy as np
+    import tensorflow as tf
+
+    def read(value: np.ndarray) -> np.ndarray:
+        time.sleep(0.003)  # slow storage
+        return value
+
+    dataset = tf.data.Dataset.range(20).map(
+        lambda i: tf.numpy_function(read, [tf.ones((8, 4)) * tf.cast(i, tf.float32)], tf.float32)
+    )
+    return lambda: dataset
+
+
+def loader(workers: int) -> Callable[[], Iterable[Any]]:
+    import torch
+
+    class Slow(torch.utils.data.Dataset):  # type: ignore[misc]
+        def __len__(self) -> int:
+            return 20
+
+        def __getitem__(self, index: int) -> Any:
+            time.sleep(0.003)
+            return torch.ones(4)
+
+    # A new DataLoader iterator every epoch: workers start with it and stop at its end.
+    context = {"multiprocessing_context": "fork"} if workers else {}
+    data = torch.utils.data.DataLoader(Slow(), batch_size=None, num_workers=workers, **context)
+    return lambda: data
+
+
+def main() -> None:
+    collected = Collected()
+    emitter.configure(collected)
+    auto.install({})
+    kind = sys.argv[1]
+    make = tfdata() if kind == "tfdata" else loader(int(kind.removeprefix("loader")))
+    walls = loop_walls(make)
+    phases = [(s.start_ns, s.end_ns) for s in collected.spans(SpanKind.PHASE, "train")]
+    print(json.dumps({"walls": walls, "phases": phases}))
+
+
+if __name__ == "__main__":
+    main()
