@@ -119,3 +119,23 @@ def test_a_wrapped_torch_read_costs_a_fraction_of_a_microsecond(collected: Colle
     print(f"\ntorch .item() + float(): {plain:.0f} -> {hooked:.0f} ns per pair (CPU tensor)")
     assert hooked - plain < 4_000
     assert collected.events("sync") == []  # CPU values: nothing counted
+
+
+def test_noting_a_backward_pass_costs_well_under_a_microsecond(collected: Collected) -> None:
+    from gpuwhy.hooks import framework_hooks
+
+    def original(*args: object, **kwargs: object) -> None:
+        return None
+
+    backward = framework_hooks._noting_training(original)
+
+    def calls(function: Callable[[], None]) -> Callable[[int], None]:
+        def body(n: int) -> None:
+            for _ in range(n):
+                function()
+
+        return body
+
+    added = best_ns_per_call(calls(backward), 100_000) - best_ns_per_call(calls(original), 100_000)
+    print(f"\nbackward wrapper: {added:.0f} ns per call on top of the call")
+    assert added < 2_000

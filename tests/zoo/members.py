@@ -35,8 +35,32 @@ class Member:
     def path(self) -> Path:
         return JOBS / self.script
 
+    def command(self, python: str) -> list[str]:
+        """The job as its users start it, with `python` as the interpreter."""
+        return [python, *LAUNCHERS[self.launcher], str(self.path), *self.args]
 
-KERAS = {"train": 16, "validation": 4, "evaluate": 2}  # 2 epochs of 8 + 2, then evaluate
+
+LAUNCHERS: dict[str, tuple[str, ...]] = {
+    "python": (),
+    # One process each: the launcher's own start-up and environment (RANK, WORLD_SIZE...).
+    "torchrun": ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1"),
+    "accelerate launch": (
+        "-m",
+        "accelerate.commands.launch",
+        "--cpu",
+        "--num_processes",
+        "1",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+    ),
+}
+
+
+KERAS = {"train": 16, "validation": 16, "evaluate": 8}  # 2 epochs of 8 + 8, then evaluate
 
 MEMBERS = (
     Member(
@@ -47,6 +71,16 @@ MEMBERS = (
         {"train": False},
         needs=("torch",),
         results="Test set: ",
+    ),
+    Member(
+        "PyTorch MNIST example under torchrun",
+        "torch_mnist.py",
+        "torch",
+        {"train": 20, "validation": 4},
+        {"train": False},
+        needs=("torch",),
+        results="Test set: ",
+        launcher="torchrun",
     ),
     Member(
         "PyTorch DataLoader, num_workers=2 (fork)",
@@ -172,6 +206,15 @@ MEMBERS = (
         {"train": 16, "validation": 16},
         {"train": False},
         needs=("accelerate", "torch"),
+    ),
+    Member(
+        "Accelerate loop under accelerate launch",
+        "accelerate_loop.py",
+        "torch",
+        {"train": 16, "validation": 16},
+        {"train": False},
+        needs=("accelerate", "torch"),
+        launcher="accelerate launch",
     ),
     Member(
         "Flax/Optax loop over tf.data",

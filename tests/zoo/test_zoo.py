@@ -75,7 +75,7 @@ def test_gpuwhy_is_right_on_a_real_world_job(index: int, tmp_path: Path) -> None
     member = MEMBERS[index]
     _needs(member)
     env = {**os.environ, **member.env}
-    job = [sys.executable, str(member.path), *member.args]
+    job = member.command(sys.executable)
     report_path = tmp_path / "report.json"
     # Side by side (the machine's two cores): the bare run only gives the job's own results.
     bare_process = _start(job, tmp_path / "bare", env)

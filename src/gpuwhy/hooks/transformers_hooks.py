@@ -14,17 +14,13 @@ from typing import Any
 
 from gpuwhy.hooks import emitter, patching, tracker
 
-PHASES = {"train": "train", "evaluate": "evaluate", "predict": "predict"}
+METHODS = ("train", "evaluate", "predict")  # each the phase of its name, but one:
 
 
 def _phase_name(method: str) -> str:
-    if method == "evaluate" and tracker.DEFAULT_PHASE in _open_phases():
-        return tracker.VALIDATION
-    return PHASES[method]
-
-
-def _open_phases() -> list[str]:
-    return [segment[0] for segment in tracker.state().phases]
+    """`evaluate` called from inside `train` is the run's validation."""
+    inside_train = any(segment[0] == "train" for segment in tracker.state().phases)
+    return tracker.VALIDATION if method == "evaluate" and inside_train else method
 
 
 def _in_phase(method: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -59,6 +55,6 @@ def install(trainer_module: Any) -> None:
     if trainer is None:
         emitter.report_once("transformers", "Trainer not hooked: module layout changed")
         return
-    for method in PHASES:
+    for method in METHODS:
         if callable(getattr(trainer, method, None)):
             patching.patch(trainer, method, _in_phase(method))

@@ -17,7 +17,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-TRAIN, VALIDATE, BATCH = 512, 128, 64
+TRAIN, VALIDATE, BATCH = 512, 512, 64
 
 
 def main() -> None:
