@@ -102,6 +102,7 @@ def unpack(archives: Iterable[Path], dest: Path) -> list[Path]:
                 manifest = _manifest_of(tar, path)
                 folder = dest / _folder_name(manifest)
                 folder.mkdir(parents=True, exist_ok=True)
+                _clear_recaptured(folder, manifest)
                 for member in _safe_members(tar):
                     target = folder / member.name
                     target.parent.mkdir(parents=True, exist_ok=True)
@@ -113,13 +114,41 @@ def unpack(archives: Iterable[Path], dest: Path) -> list[Path]:
             raise ArchiveError(
                 f"{path} cannot be read ({cause}): not an archive, or cut short; copy it again"
             ) from error
-        (folder / f"manifest-part{manifest['part']}.json").write_text(
-            json.dumps(manifest, indent=1, sort_keys=True)
-        )
+        _manifest_path(folder, manifest).write_text(json.dumps(manifest, indent=1, sort_keys=True))
         (folder / "README.md").write_text(readme(folder))
         if folder not in written:
             written.append(folder)
     return written
+
+
+def _manifest_path(folder: Path, manifest: dict[str, Any]) -> Path:
+    """`manifest-part<N>.json`; a second capture of the same part (a rerun of the scenarios
+    the first one had no time for) gets `manifest-part<N>.<k>.json` instead of overwriting it."""
+    stem = f"manifest-part{manifest['part']}"
+    for k in range(1, 100):
+        path = folder / (f"{stem}.json" if k == 1 else f"{stem}.{k}.json")
+        if not path.exists() or json.loads(path.read_text()).get("started") == manifest["started"]:
+            return path
+    raise ArchiveError(f"{folder}: too many captures of part {manifest['part']}")
+
+
+def _clear_recaptured(folder: Path, manifest: dict[str, Any]) -> None:
+    """A scenario an earlier capture in this folder also ran: its old files go, so that the
+    folder never mixes runs of two captures."""
+    earlier = {
+        name
+        for m in _manifests(folder)
+        if str(m.get("started")) < str(manifest["started"])
+        for name in m["scenarios"]
+    }
+    for name in earlier & set(manifest["scenarios"]):
+        shutil.rmtree(folder / name, ignore_errors=True)
+
+
+def _manifests(folder: Path) -> list[dict[str, Any]]:
+    """The folder's manifests, oldest capture first."""
+    found = [json.loads(p.read_text()) for p in folder.glob("manifest-part*.json")]
+    return sorted(found, key=lambda m: str(m.get("started")))
 
 
 def _cell(value: Any) -> str:
@@ -128,7 +157,7 @@ def _cell(value: Any) -> str:
 
 def readme(folder: Path) -> str:
     """The provenance note of a capture folder, from its manifests."""
-    manifests = [json.loads(p.read_text()) for p in sorted(folder.glob("manifest-part*.json"))]
+    manifests = _manifests(folder)
     first = manifests[0]
     machine = first.get("machine", {})
     gpus = machine.get("gpus") or []
@@ -187,14 +216,16 @@ def readme(folder: Path) -> str:
         "speed-up | removed share |",
         "|---|---|---|---|---|---|---|",
     ]
-    for m in manifests:
-        for name, s in m["scenarios"].items():
-            t = s["truth"]
-            lines.append(
-                f"| `{name}` | {s['proves']} | {s['expected'] or 'no finding yet'} | "
-                f"{t['pairs']} | {_cell(t['train_speedup'])} | "
-                f"{_cell(t['job_speedup'])} | {_cell(t['removed_share'])} |"
-            )
+    # A scenario captured again later (its files overwritten by the later runs) is shown once,
+    # with the later capture's truth: the one its files hold.
+    latest = {name: s for m in manifests for name, s in m["scenarios"].items()}
+    for name, s in latest.items():
+        t = s["truth"]
+        lines.append(
+            f"| `{name}` | {s['proves']} | {s['expected'] or 'no finding yet'} | "
+            f"{t['pairs']} | {_cell(t['train_speedup'])} | "
+            f"{_cell(t['job_speedup'])} | {_cell(t['removed_share'])} |"
+        )
     lines += [
         "",
         "## Files",

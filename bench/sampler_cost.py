@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         processes = len(tracker.pids())
         nvml = NvmlSource(tracker)
         gpu = nvml.available()
+        gpus = len(nvml.open()) if gpu else 0  # available() asks NVML, open() lists the GPUs
         configurations: list[tuple[str, Callable[[], list[Source]]]] = [
             ("host (default, every 0.5 s)", lambda: [HostSource(tracker)]),
             ("host, every tick", lambda: [HostSource(tracker, interval_s=0)]),
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         job.kill()
         job.wait()
     gpu_note = (
-        f"NVML: {len(nvml.devices)} GPU(s), slow lane (PCIe, processes) every 1 s"
+        f"NVML: {gpus} GPU(s), slow lane (PCIe, processes) every 1 s"
         if gpu
         else f"NVML not measured: {nvml.unavailable_reason}"
     )

@@ -4,6 +4,7 @@ unpacks it into test data with a provenance README; bad input is one line and ex
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -123,6 +124,46 @@ def test_unpack_makes_test_data_with_provenance(capture: dict[str, Any], tmp_pat
         steps = sum(len(block.start_ns) for block in recording.span_columns())
     assert truth["variant"] == "slow" and truth["steps"] > 0 and steps > 0
     assert next(iter(report["phases"])) == "train"
+
+
+def _rerun_of(archive: Path, scenario: str, started: str, target: Path) -> None:
+    """An archive as a second capture of the same part makes it: one scenario, run later."""
+    with tarfile.open(archive) as tar, tarfile.open(target, "w:xz") as out:
+        manifest = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
+        manifest["started"] = started
+        manifest["scenarios"] = {scenario: manifest["scenarios"][scenario]}
+        manifest["scenarios"][scenario]["truth"]["pairs"] = 7
+        body = json.dumps(manifest).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(body)
+        out.addfile(info, io.BytesIO(body))
+        for member in tar.getmembers():
+            if member.name.startswith(f"{scenario}/slow-0."):
+                out.addfile(member, tar.extractfile(member))
+
+
+@pytest.mark.slow
+def test_a_later_capture_of_the_same_part_replaces_its_scenarios_only(
+    capture: dict[str, Any], tmp_path: Path
+) -> None:
+    rerun = tmp_path / "rerun.tar.xz"
+    later = capture["manifest"]["started"][:10] + "T23:59:59+00:00"  # the same day: one folder
+    _rerun_of(capture["archive"], "item_sync", later, rerun)
+    dest = tmp_path / "data"
+    done = kit("unpack", str(capture["archive"]), str(rerun), "--dest", str(dest))
+    assert done.returncode == 0, done.stderr
+    (folder,) = dest.iterdir()
+    first = json.loads((folder / "manifest-partall.json").read_text())
+    assert first["started"] == capture["manifest"]["started"]  # kept, not overwritten
+    assert json.loads((folder / "manifest-partall.2.json").read_text())["started"] == later
+    # The rerun scenario holds the rerun's files alone; the others keep the first capture's.
+    assert sorted(p.name for p in (folder / "item_sync").iterdir()) == sorted(
+        f"slow-0.{kind}" for kind in ("gpuwhy.db", "report.json", "truth.json")
+    )
+    assert (folder / "torch_loader" / "fixed-0.gpuwhy.db").exists()
+    readme = (folder / "README.md").read_text().splitlines()
+    rows = [line for line in readme if "`item_sync`" in line]
+    assert len(rows) == 1 and "| 7 |" in rows[0]
 
 
 @pytest.mark.slow

@@ -45,7 +45,10 @@ def test_readings_are_physical(source: NvmlSource) -> None:
     time.sleep(1.5)  # one slow-lane pass (PCIe, processes) and a GPM window
     now = time.monotonic_ns()
     records = source.read(now)
-    assert not [r for r in records if isinstance(r, Event)]
+    # This process may hold GPU memory (an earlier test used CUDA): its own gpu_process event is
+    # a true reading; anything else (a failed call, a lost device) is not.
+    events = [r for r in records if isinstance(r, Event)]
+    assert all(e.kind == "gpu_process" and e.data["pid"] == os.getpid() for e in events), events
     samples = {r.device: r for r in records if isinstance(r, GpuSample)}
     assert sorted(samples) == [d.index for d in devices]
     for device in devices:

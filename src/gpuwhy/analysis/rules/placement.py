@@ -3,20 +3,30 @@
 "Usable" comes from the environment: NVML enumerated the GPUs for the recording and the doctor's
 rules found no error (no missing driver, CPU-only build, hidden devices...) for the job's
 interpreter — where they did, that environment finding is the answer and this rule stays quiet.
-"Never on it" is utilization below 1 % on every GPU while the steps ran (NVML: no kernel ran,
-references.md#nvml-utilization); the job's presence in NVML's process list is reported as evidence
-only, because NVML's PIDs are the host's and miss a job in a container
+"Never on it": NVML's utilization is a whole percentage per sample of the time a kernel ran, so a
+mean below 0.5 % over the steps means most samples saw no kernel at all; and where GPM measured SM
+activity (Hopper and later, in per-mille), a mean below 1 ‰ says the same (references.md#nvml-
+utilization). A job that does place its work on the GPU but mostly waits for data reads about 1 %
+with SMs active at 4–5 ‰ (the DataLoader scenario on an H200, tests/data/gpu): kernels ran, and
+INPUT_BOUND is the answer there. The job's presence in NVML's process list is reported as
+evidence only, because NVML's PIDs are the host's and miss a job in a container
 (references.md#nvml-processes).
 """
 
 from __future__ import annotations
 
-from gpuwhy.analysis.context import IDLE_UTIL_PCT, RunContext
+from collections.abc import Iterable
+
+from gpuwhy.analysis.alignment import GpuWindowStats
+from gpuwhy.analysis.context import RunContext
 from gpuwhy.analysis.framework import concerns_job, pick
 from gpuwhy.analysis.rules.common import MIN_PHASE_S, r
 from gpuwhy.model import Finding, Severity
 
 REFERENCE = "NVML utilization.gpu: % of time one or more kernels was executing (0 = none ran)"
+
+NO_KERNEL_UTIL_PCT = 0.5  # mean of whole-percent samples: below it, most samples read 0
+NO_KERNEL_SM_ACTIVE = 0.001  # GPM SM activity's resolution (1 per mille)
 
 FIXES = {
     "tensorflow": (
@@ -45,6 +55,16 @@ FIXES = {
 }
 
 
+def no_kernel_ran(stats: Iterable[GpuWindowStats]) -> bool:
+    """Whether the readings say no kernel ran on any of these GPUs (module docstring)."""
+    return all(
+        s.util_mean_pct is not None
+        and s.util_mean_pct < NO_KERNEL_UTIL_PCT
+        and (s.sm_active_mean or 0) < NO_KERNEL_SM_ACTIVE  # SMs active: kernels ran, if rarely
+        for s in stats
+    )
+
+
 def check(ctx: RunContext) -> list[Finding]:
     if not ctx.devices or not ctx.has_gpu_samples:
         return []
@@ -64,7 +84,7 @@ def check(ctx: RunContext) -> list[Finding]:
         # No utilization (MIG): rely on the process list alone.
         if any(s.job_seen is not False for s in active.values()):
             return []
-    elif any(u is not None and u >= IDLE_UTIL_PCT for u in utils):
+    elif not no_kernel_ran(active.values()):
         return []
     steps = sum(p.steps for p in stepped)
     evidence = {
@@ -73,7 +93,8 @@ def check(ctx: RunContext) -> list[Finding]:
         "gpus": len(ctx.devices),
         "gpu_util_pct": {str(d): r(s.util_mean_pct, 1) for d, s in active.items()},
         "job_on_gpu": {str(d): s.job_seen for d, s in active.items()},
-        "threshold_util_pct": IDLE_UTIL_PCT,
+        "sm_active": {str(d): r(s.sm_active_mean, 4) for d, s in active.items()},
+        "threshold_util_pct": NO_KERNEL_UTIL_PCT,
         "reference": REFERENCE,
     }
     return [
