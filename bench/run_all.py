@@ -106,6 +106,13 @@ BENCHES = (
         ("--rounds", "1", "--members", "fit-map-3", "torch-loader0-3"),  # the docs stay as they are
         "Data-wait share and phase speed-up against truth, loop by loop",
     ),
+    Bench(
+        "gpu_capture",
+        "gpu_replay.py",
+        (),
+        (),
+        "On a real GPU: the committed capture replayed against its measured truth",
+    ),
 )
 
 

@@ -16,8 +16,10 @@ import datetime
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import machine
 import psutil
@@ -66,6 +68,48 @@ def measure(sources: list[Source], rate_hz: float, seconds: float) -> dict[str, 
     }
 
 
+def nvml_call_costs(tracker: JobTracker, seconds: float) -> list[tuple[str, float, float, float]]:
+    """Each NVML function the NVML source calls while sampling at 10 Hz (slow lane included):
+    (name, calls per second, mean wall µs, mean CPU µs of the calling thread). The module's
+    functions are wrapped for the run, so each is timed where the source really calls it."""
+    import pynvml
+
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+
+    def timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                entry = totals[name]
+                entry[0] += 1
+                entry[1] += time.perf_counter_ns() - wall
+                entry[2] += time.thread_time_ns() - cpu
+
+        return call
+
+    originals = {
+        name: getattr(pynvml, name)
+        for name in dir(pynvml)
+        if name.startswith("nvml") and callable(getattr(pynvml, name))
+    }
+    for name, function in originals.items():
+        setattr(pynvml, name, timed(name, function))
+    try:
+        measure([NvmlSource(tracker)], 10.0, seconds)
+    finally:
+        for name, function in originals.items():
+            setattr(pynvml, name, function)
+    skip = {"nvmlInit", "nvmlInitWithFlags", "nvmlShutdown"}  # once per run, not per tick
+    rows = [
+        (name, n / seconds, wall / n / 1e3, cpu / n / 1e3)
+        for name, (n, wall, cpu) in totals.items()
+        if n and name not in skip
+    ]
+    return sorted(rows, key=lambda row: -row[1] * row[3])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
@@ -99,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"  {result['cpu_share_pct']:6.3f} % of a core  "
                     f"({result['ticks']:.0f} ticks, {result['late_ticks']:.0f} late)"
                 )
+        calls = nvml_call_costs(tracker, args.seconds) if gpu else []
+        for name, per_s, wall_us, cpu_us in calls:
+            print(f"{name:44} {per_s:6.1f}/s  {wall_us:9.1f} µs wall  {cpu_us:9.1f} µs CPU")
     finally:
         for child in psutil.Process(job.pid).children(recursive=True):
             child.kill()
@@ -142,6 +189,21 @@ def main(argv: list[str] | None = None) -> int:
         "(the machine was busy); the period itself does not drift.",
         "",
     ]
+    if calls:
+        lines += [
+            "## NVML calls at 10 Hz",
+            "",
+            "Each NVML function the source called, timed where it was called (the tick or the "
+            "slow lane), most CPU per second first.",
+            "",
+            "| function | calls per second | wall per call | CPU per call |",
+            "|---|---|---|---|",
+            *(
+                f"| `{name}` | {per_s:.1f} | {wall_us:.1f} µs | {cpu_us:.1f} µs |"
+                for name, per_s, wall_us, cpu_us in calls
+            ),
+            "",
+        ]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines), encoding="utf-8")
