@@ -185,13 +185,3 @@ def test_doctor_on_the_h200_facts_says_both_frameworks_use_it() -> None:
     assert "No problems found" in done.stdout
     assert "PyTorch 2.11.0+cu130: will use 1 GPU (NVIDIA H200)" in done.stdout
     assert "JAX 0.11.2: will use 1 GPU (NVIDIA H200)" in done.stdout
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="a validation loop over a plain list, with no DataLoader and no optimizer step, "
-    "has no steps the hooks see: its time is counted in 'train'",
-)
-def test_slow_validation_is_seen() -> None:
-    for run in runs("slow_validation", "slow"):
-        assert "SLOW_VALIDATION" in codes(diagnosed("slow_validation", run))

@@ -139,3 +139,32 @@ def test_noting_a_backward_pass_costs_well_under_a_microsecond(collected: Collec
     added = best_ns_per_call(calls(backward), 100_000) - best_ns_per_call(calls(original), 100_000)
     print(f"\nbackward wrapper: {added:.0f} ns per call on top of the call")
     assert added < 2_000
+
+
+def test_the_mode_wrapper_costs_little_per_module_a_trainer_switches(collected: Collected) -> None:
+    """`Module.train()` recurses into every submodule, and Trainer-style loops call it every
+    step: the wrapper looks only at the outermost call, so each submodule adds a depth count."""
+    torch = pytest.importorskip("torch")
+    from gpuwhy.hooks import framework_hooks
+
+    net = torch.nn.Sequential(*(torch.nn.Linear(2, 2) for _ in range(100)))
+    plain = torch.nn.Module.train
+    wrapped = framework_hooks._noting_mode(plain)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    framework_hooks._after_optimizer_step(optimizer, (), {})  # the model is one being trained
+
+    def switches(train: Callable[..., object]) -> Callable[[int], None]:
+        def body(n: int) -> None:
+            torch.nn.Module.train = train
+            try:
+                for _ in range(n):
+                    net.train()
+            finally:
+                torch.nn.Module.train = plain
+
+        return body
+
+    added = best_ns_per_call(switches(wrapped), 200) - best_ns_per_call(switches(plain), 200)
+    per_module = added / 101
+    print(f"\nmode wrapper: {added / 1e3:.1f} µs per train(), {per_module:.0f} ns per module")
+    assert per_module < 2_000

@@ -210,3 +210,53 @@ def test_a_long_evaluation_is_named_before_it_ends(hooks: Collected) -> None:
                 named_early = len(hooks.spans(SpanKind.STEP, "validation"))
     assert named_early is not None and named_early >= 64
     assert len(hooks.spans(SpanKind.STEP, "validation")) == 100
+
+
+def _epochs_validated_over_a_list(epochs: int, target: Any = None) -> None:
+    """Batches sliced by hand (only optimizer steps bound the steps); each epoch ends with
+    `model.eval()` and an evaluation over the same list, and the next begins with `.train()`.
+    `target`, when given, is a second module put in eval mode and back inside every step."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    data = SlowData()
+    batches = [(data.x[i : i + 4], data.y[i : i + 4]) for i in range(0, 16, 4)]
+    for _ in range(epochs):
+        net.train()
+        for x, y in batches:
+            if target is not None:
+                target.eval()
+                target(x)
+                target.train()
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(net(x), y).backward()
+            optimizer.step()
+        net.eval()
+        with torch.no_grad():
+            for x, y in batches:
+                time.sleep(0.02)  # a slow host-side metric
+                float(torch.nn.functional.mse_loss(net(x), y))
+
+
+def test_an_evaluation_between_eval_and_train_is_validation(hooks: Collected) -> None:
+    _epochs_validated_over_a_list(3)
+    validations = hooks.spans(SpanKind.PHASE, "validation")
+    steps = hooks.spans(SpanKind.STEP, "train")
+    # The last evaluation has no `.train()` after it to show where it ended: left unnamed,
+    # as a step whose end was never seen is.
+    assert len(validations) == 2
+    assert all(v.end_ns - v.start_ns >= 4 * 0.02e9 for v in validations)
+    # Three steps an epoch (four optimizer steps bound three), none stretched over an evaluation.
+    assert [s.step for s in steps] == list(range(9))
+    assert max(s.end_ns - s.start_ns for s in steps) < 0.05e9
+    for validation in validations:
+        before = [s for s in steps if s.end_ns <= validation.start_ns]
+        after = [s for s in steps if s.start_ns >= validation.end_ns]
+        assert len(before) + len(after) == 9 and before and after
+
+
+def test_a_module_switched_inside_each_step_is_no_validation(hooks: Collected) -> None:
+    # A target network evaluated inside every step: not the model the optimizer trains.
+    _epochs_validated_over_a_list(2, target=torch.nn.Linear(4, 1))
+    assert len(hooks.spans(SpanKind.PHASE, "validation")) == 1
+    assert [s.step for s in hooks.spans(SpanKind.STEP, "train")] == list(range(6))

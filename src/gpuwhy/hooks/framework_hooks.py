@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -86,6 +88,9 @@ def install_torch() -> None:
     handle = register(_after_optimizer_step)
     patching.patch(optimizer, "gpuwhy_step_hook", lambda _: handle)  # marks it installed
     patching.on_undo(handle.remove)
+    module = getattr(sys.modules.get("torch.nn.modules.module"), "Module", None)
+    if module is not None and callable(getattr(module, "train", None)):
+        patching.patch(module, "train", _noting_mode)
 
 
 def install_accelerate(data_loader: Any) -> None:
@@ -156,8 +161,44 @@ def _noting_training(original: Callable[..., Any]) -> Callable[..., Any]:
     return backward
 
 
+# The first parameter of each optimizer's first group: a module whose first parameter is one of
+# them is a model being trained, the one whose `.eval()`/`.train()` marks a validation.
+_optimized: set[int] = set()
+_seen_optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
+_mode_depth = threading.local()
+
+
+def _noting_mode(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`Module.train(mode)` (what `.eval()` calls too) that tells the tracker when the trained
+    model switches mode. Only the outermost call is looked at: `train()` recurses into every
+    submodule, and Trainer-style loops call it on every step."""
+
+    @functools.wraps(original)
+    def train(self: Any, mode: bool = True) -> Any:
+        depth = getattr(_mode_depth, "value", 0)
+        _mode_depth.value = depth + 1
+        try:
+            return original(self, mode)
+        finally:
+            _mode_depth.value = depth
+            if depth == 0 and _optimized:
+                try:
+                    first = next(self.parameters(), None)
+                    if first is not None and id(first) in _optimized:
+                        tracker.model_mode(bool(mode), tracker.clock())
+                except Exception as error:  # never into the user's training
+                    emitter.report_once("module.train", f"mode hook failed: {error!r}")
+
+    return train
+
+
 def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     try:
+        if optimizer not in _seen_optimizers:
+            _seen_optimizers.add(optimizer)
+            groups = optimizer.param_groups
+            if groups and groups[0]["params"]:
+                _optimized.add(id(groups[0]["params"][0]))
         tracker.trained()
         tracker.boundary(tracker.clock())
         if _window is not None:

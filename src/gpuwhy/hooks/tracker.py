@@ -96,6 +96,7 @@ class ThreadState:
         "__weakref__",
         "busy",
         "data_modes",
+        "eval_at",
         "framework",
         "implicit_end_ns",
         "in_pull",
@@ -120,6 +121,7 @@ class ThreadState:
         self.owner: weakref.ref[Any] | None = None  # the iterator that defines steps
         self.data_modes: dict[str, int] = {}  # how a framework phase measures its data wait
         self.implicit_end_ns: int | None = None
+        self.eval_at: int | None = None  # the trained model was put in eval mode (model_mode)
         # The records of an implicit phase not yet named (train, or an evaluation): held back
         # until the loop trains or ends.
         self.pending: list[tuple[Any, ...]] | None = None
@@ -306,16 +308,44 @@ def end_step(t: int, exec_id: int | None = None) -> None:
         close_step(st, t)
 
 
+def _steps_by_optimizer(st: ThreadState) -> bool:
+    """Whether only optimizer steps bound this thread's steps: no framework loop, no
+    `gpuwhy.step()` and no hooked iterator defines them."""
+    return not (st.framework or st.manual or (st.owner is not None and st.owner() is not None))
+
+
 def boundary(t: int) -> None:
     """A step boundary seen from outside any loop (a torch optimizer step): used only where
     no framework, no `gpuwhy.step()` and no hooked iterator defines steps."""
     st = state()
-    if st.framework or st.manual or (st.owner is not None and st.owner() is not None):
+    st.eval_at = None  # an optimizer step since `.eval()`: that was no evaluation
+    if not _steps_by_optimizer(st):
         return
     close_step(st, t, last=False)
     step = _open(st, t)
     step.begun = True
     step.expected = None
+
+
+def model_mode(training: bool, t: int) -> None:
+    """The trained model was switched to eval (`training` False) or train mode at `t`, in a loop
+    only optimizer steps bound: from `.eval()` to `.train()` with no optimizer step between, the
+    job evaluated it (a validation loop over tensors or lists, which no hooked iterator times).
+    That span becomes a "validation" phase once `.train()` shows where it ended; the optimizer
+    step left open at `.eval()` ends there and, as the tail of an epoch, is no step."""
+    st = state()
+    step = st.step
+    if not training:
+        if st.eval_at is None and _saw_training and step is not None and _steps_by_optimizer(st):
+            st.eval_at = t
+        return
+    began, st.eval_at = st.eval_at, None
+    if began is None or step is None or not st.phases or not _steps_by_optimizer(st):
+        return
+    st.step = None
+    depth = push_phase(VALIDATION, began)
+    st.phases[-1][3] += step.syncs  # what the evaluation synced, the step's tail held
+    unwind(depth, t)
 
 
 def count_sync() -> None:
