@@ -45,4 +45,5 @@ export GPUWHY_TEST_ENVS="$PWD/.venvs"
 if [ "$fast" = 1 ]; then
     exec .venv/bin/python -m pytest -m "not slow" "$@"
 fi
-exec .venv/bin/python -m pytest "$@"
+# The slowest tests named at the end: the whole run has to stay under half an hour.
+exec .venv/bin/python -m pytest --durations=15 "$@"
