@@ -25,6 +25,9 @@ class Scenario:
     # what it says instead).
     expected: str | None
     env: dict[str, str] = field(default_factory=dict)
+    # Whether its job runs the framework's profiler under --profile (jobkit.torch_profile /
+    # jax_profile): a job without one gets no profiled run, which would only repeat the slow one.
+    profiler: bool = True
 
     @property
     def script(self) -> Path:
@@ -79,6 +82,7 @@ SCENARIOS = (
         "slow validation (host-side metric, slow reads) vs on-device metric",
         "torch",
         "SLOW_VALIDATION",
+        profiler=False,
     ),
     Scenario(
         "pageable_copy",
@@ -122,6 +126,7 @@ SCENARIOS = (
         "two processes sharing the one GPU vs one alone",
         "torch",
         None,
+        profiler=False,
     ),
     Scenario(
         "alloc_idle",
@@ -130,7 +135,11 @@ SCENARIOS = (
         "GPU memory held while the GPU idles vs released first",
         "torch",
         None,
+        profiler=False,
     ),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
+# A dry run profiles one scenario per profiler path alone: torch by step, torch around Keras'
+# fit, JAX around Keras' fit, JAX around a plain loop (the other jobs call the same jobkit code).
+DRY_PROFILED = ("torch_loader", "keras_torch", "keras_jax", "jax_host_input")
 PARTS = (1, 2, 3)  # part 3: doctor, the gpu-marked tests, sampler cost, overhead

@@ -39,7 +39,7 @@ from typing import Any, NoReturn
 
 import gpu_archive
 import gpu_machine
-from gpu_scenarios import BY_NAME, PARTS, SCENARIOS, Scenario
+from gpu_scenarios import BY_NAME, DRY_PROFILED, PARTS, SCENARIOS, Scenario
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -179,6 +179,8 @@ def run_scenario(capture: Capture, scenario: Scenario, pairs: int) -> None:
         for variant in ("slow", "fixed"):
             extra = ["--fixed"] if variant == "fixed" else []
             _under_gpuwhy(capture, scenario, f"window-{variant}", extra, ("--profile", "5"))
+    if not scenario.profiler or (capture.size != "gpu" and scenario.name not in DRY_PROFILED):
+        return
     suffix = ".trace.json.gz" if scenario.framework == "torch" else ".profile.zip"
     _under_gpuwhy(
         capture,

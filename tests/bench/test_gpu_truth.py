@@ -21,7 +21,7 @@ from support import ROOT
 BENCH = ROOT / "bench"
 KIT = BENCH / "gpu_truth.py"
 sys.path.insert(0, str(BENCH))
-from gpu_scenarios import SCENARIOS  # noqa: E402
+from gpu_scenarios import DRY_PROFILED, SCENARIOS  # noqa: E402
 
 LIMIT = 16 * 2**20
 
@@ -85,9 +85,13 @@ def test_the_archive_fits_and_holds_a_recording_report_and_truth_per_run(
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())
     for scenario in SCENARIOS:
-        for run in ("slow-0", "fixed-0", "profiled"):
+        # A dry run profiles one scenario per profiler path; a job with no profiler, none.
+        profiled = scenario.profiler and scenario.name in DRY_PROFILED
+        for run in ("slow-0", "fixed-0", "profiled") if profiled else ("slow-0", "fixed-0"):
             for suffix in (".gpuwhy.db", ".report.json", ".truth.json"):
                 assert f"{scenario.name}/{run}{suffix}" in names, (scenario.name, run, suffix)
+        assert profiled or not any(n.startswith(f"{scenario.name}/profiled") for n in names)
+    assert "jax_host_input/profile.profile.zip" in names
     assert "torch_loader/profile.trace.json.gz" in names
     for variant in ("slow", "fixed"):  # gpuwhy's own window: a kernel-trace pair
         assert f"torch_loader/window-{variant}.report.json" in names
