@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwhy.analysis.diagnose import Diagnosis, diagnose
+from gpuwhy.model import Finding
 from gpuwhy.recording import Recording
 
 HERE = Path(__file__).resolve().parent
@@ -41,6 +42,20 @@ def _pairs(folder: Path) -> list[tuple[str, str]]:
     return [(s, s.replace("slow", "fixed")) for s in slow if (folder / f"{s}.gpuwhy.db").exists()]
 
 
+def saved_by_fix(folder: Path, slow: str) -> float:
+    """Seconds of the train phase the fix removed in the slow run's pair (the jobs' timers)."""
+    fixed = slow.replace("slow", "fixed")
+    return float(
+        _truth(folder, slow)["phases_s"]["train"] - _truth(folder, fixed)["phases_s"]["train"]
+    )
+
+
+def saved_estimate(diagnosis: Diagnosis, finding: Finding) -> float:
+    """Seconds a finding's whole-run speed-up says the fix saves: run − run / speed-up."""
+    assert finding.speedup is not None and finding.speedup > 1
+    return diagnosis.duration_s * (1 - 1 / finding.speedup)
+
+
 def _codes(diagnosis: Diagnosis) -> str:
     return ", ".join(f.code for f in diagnosis.findings) or "none"
 
@@ -51,12 +66,11 @@ def scenario_row(folder: Path, expected: str | None) -> str:
     fixed = {f: _diagnosed(folder / f"{f}.gpuwhy.db") for _, f in pairs}
     leads = sorted({d.findings[0].code if d.findings else "none" for d in slow.values()})
     estimates, truths = [], []
-    for s, f in pairs:
-        train = _truth(folder, s)["phases_s"]["train"] - _truth(folder, f)["phases_s"]["train"]
-        truths.append(train)
+    for s, _ in pairs:
+        truths.append(saved_by_fix(folder, s))
         lead = slow[s].findings[0] if slow[s].findings else None
         if lead is not None and lead.speedup and lead.speedup > 1:
-            estimates.append(slow[s].duration_s * (1 - 1 / lead.speedup))
+            estimates.append(saved_estimate(slow[s], lead))
     estimate = f"{statistics.median(estimates):.2f} s" if estimates else "—"
     truth = statistics.median(truths)
     ratio = f"{statistics.median(estimates) / truth:.2f}" if estimates and truth > 0 else "—"

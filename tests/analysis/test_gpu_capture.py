@@ -24,6 +24,9 @@ from gpuwhy.model import Finding, Severity
 from gpuwhy.recording import Recording
 from support import ROOT
 
+sys.path.insert(0, str(ROOT / "bench"))
+import gpu_replay
+
 CAPTURE = ROOT / "tests" / "data" / "gpu" / "2026-11-26-nvidia-h200"
 TOLERANCE = 0.20  # an estimate within 20 % of the measured truth
 
@@ -50,7 +53,7 @@ def train_s(scenario: str, run: str) -> float:
 
 def saved_by_fix(scenario: str, slow: str) -> float:
     """Seconds of the train phase the fix removed in the slow run's pair."""
-    return train_s(scenario, slow) - train_s(scenario, slow.replace("slow", "fixed"))
+    return gpu_replay.saved_by_fix(CAPTURE / scenario, slow)
 
 
 def codes(diagnosis: Diagnosis) -> list[str]:
@@ -59,11 +62,6 @@ def codes(diagnosis: Diagnosis) -> list[str]:
 
 def finding(diagnosis: Diagnosis, code: str) -> Finding:
     return next(f for f in diagnosis.findings if f.code == code)
-
-
-def saved_estimate(diagnosis: Diagnosis, found: Finding) -> float:
-    assert found.speedup is not None and found.speedup > 1
-    return diagnosis.duration_s * (1 - 1 / found.speedup)
 
 
 def warnings(diagnosis: Diagnosis) -> list[str]:
@@ -104,7 +102,7 @@ def test_input_bound_dataloader_its_wait_and_its_saving() -> None:
         )
         assert removed <= found.evidence["data_wait_fraction"] <= removed + 0.1
         saved = saved_by_fix("torch_loader", run)
-        assert saved_estimate(diagnosis, found) == pytest.approx(saved, rel=TOLERANCE)
+        assert gpu_replay.saved_estimate(diagnosis, found) == pytest.approx(saved, rel=TOLERANCE)
     for run in runs("torch_loader", "fixed"):
         assert "INPUT_BOUND" not in codes(diagnosed("torch_loader", run))
 
@@ -117,7 +115,7 @@ def test_tiny_batches_are_host_bound_with_the_input_unmeasured() -> None:
         assert found.evidence["data_wait_measured"] is False
         assert "not measured" in found.title and "DataLoader workers" in found.fix
         saved = saved_by_fix("tiny_batch", run)
-        assert saved_estimate(diagnosis, found) == pytest.approx(saved, rel=TOLERANCE)
+        assert gpu_replay.saved_estimate(diagnosis, found) == pytest.approx(saved, rel=TOLERANCE)
     for run in runs("tiny_batch", "fixed"):
         assert warnings(diagnosed("tiny_batch", run)) == []
 
@@ -141,7 +139,7 @@ def test_syncs_every_step_are_counted_and_named_where_the_gpu_idles() -> None:
         found = finding(diagnosis, "SYNC_BOUND")
         assert found.evidence["syncs_per_step"] == pytest.approx(2.0, abs=0.01)
         # Two pairs of short phases: the truth itself varies 3-fold between pairs.
-        estimate = saved_estimate(diagnosis, found)
+        estimate = gpu_replay.saved_estimate(diagnosis, found)
         assert min(per_pair) * (1 - TOLERANCE) <= estimate <= max(per_pair) * (1 + TOLERANCE)
     assert named >= 1
     for run in runs("item_sync", "fixed"):
