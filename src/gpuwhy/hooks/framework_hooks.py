@@ -162,8 +162,9 @@ def _noting_training(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 # The first parameter of each optimizer's first group: a module whose first parameter is one of
-# them is a model being trained, the one whose `.eval()`/`.train()` marks a validation.
-_optimized: set[int] = set()
+# them is a model being trained, the one whose `.eval()`/`.train()` marks a validation. Weakly
+# held and compared by identity: a freed model's id may come back as another module's.
+_optimized: dict[int, weakref.ref[Any]] = {}
 _seen_optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
 _mode_depth = threading.local()
 
@@ -184,7 +185,8 @@ def _noting_mode(original: Callable[..., Any]) -> Callable[..., Any]:
             if depth == 0 and _optimized:
                 try:
                     first = next(self.parameters(), None)
-                    if first is not None and id(first) in _optimized:
+                    held = _optimized.get(id(first)) if first is not None else None
+                    if held is not None and held() is first:
                         tracker.model_mode(bool(mode), tracker.clock())
                 except Exception as error:  # never into the user's training
                     emitter.report_once("module.train", f"mode hook failed: {error!r}")
@@ -198,7 +200,8 @@ def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
             _seen_optimizers.add(optimizer)
             groups = optimizer.param_groups
             if groups and groups[0]["params"]:
-                _optimized.add(id(groups[0]["params"][0]))
+                first = groups[0]["params"][0]
+                _optimized[id(first)] = weakref.ref(first)
         tracker.trained()
         tracker.boundary(tracker.clock())
         if _window is not None:
