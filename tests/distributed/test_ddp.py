@@ -2,10 +2,11 @@
 over `gloo` on this machine's CPU (ddp_job.py), one rank's input slowed on purpose.
 
 Truth is measured, never assumed: each job reports its own steady seconds per step, rank by
-rank. The straggler job and the balanced one (the same job with the slow rank's input as quick
-as the others') run alternated, twice each; the straggler's speed-up is the ratio of their
-median steps, and gpuwhy's STRAGGLER estimate must be within 15 % of it. INPUT_BOUND's estimate
-on both is held to the job with no input delay at all, within the scenario suite's 25 %
+rank. The straggler job, the balanced one (the same job with the slow rank's input as quick as
+the others') and the one with no input delay run alternated, twice each; the straggler's
+speed-up is the ratio of the first two's median steps, and gpuwhy's STRAGGLER estimate must be
+within 15 % of it. INPUT_BOUND's estimate on both is held to the job with no input delay at all,
+within the scenario suite's 25 %
 (tests/scenarios). It reads high here by design of the test bed, not of the estimate: with no
 input to wait for, both ranks and the launcher compute at once on this machine's two cores, each
 step ~2.5 ms slower than one rank alone (a GPU node gives each rank its own device and cores);
@@ -31,7 +32,7 @@ JOB = HERE / "ddp_job.py"
 RANKS = 2
 SLOW_RANK = 1
 STEPS = 40
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 
 def _run(tmp: Path, name: str, *job_args: str) -> dict[str, Any]:
@@ -58,10 +59,10 @@ def _run(tmp: Path, name: str, *job_args: str) -> dict[str, Any]:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     tmp = tmp_path_factory.mktemp("ddp")
     found: dict[str, list[dict[str, Any]]] = {"straggler": [], "balanced": [], "no_input": []}
-    for round_ in range(2):  # alternated: a noisy minute slows both variants alike
+    for round_ in range(2):  # alternated: a noisy minute slows every variant alike
         found["straggler"].append(_run(tmp, f"s{round_}", "--slow-rank", str(SLOW_RANK)))
         found["balanced"].append(_run(tmp, f"b{round_}"))
-    found["no_input"].append(_run(tmp, "n0", "--read-ms", "0"))
+        found["no_input"].append(_run(tmp, f"n{round_}", "--read-ms", "0"))
     return found
 
 

@@ -14,6 +14,8 @@ from hookspans import Collected
 
 from gpuwhy.hooks import auto, emitter
 
+pytestmark = pytest.mark.timing  # measures wall-clock time: runs alone (scripts/test.sh)
+
 
 def best_ns_per_call(body: Callable[[int], None], calls: int, repeats: int = 5) -> float:
     best = float("inf")

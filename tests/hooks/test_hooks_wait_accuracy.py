@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 JOB = Path(__file__).with_name("wait_accuracy_job.py")
+pytestmark = pytest.mark.timing  # measures wall-clock time: runs alone (scripts/test.sh)
 SRC = Path(__file__).resolve().parents[2] / "src"
 TESTS = SRC.parent / "tests"
 TOLERANCE = 0.1  # issue 4: "wait fractions within 0.1"

@@ -34,7 +34,7 @@ SCRIPTS = HERE / "scripts"
 ROOT = HERE.parents[1]
 SPEEDUP_TOLERANCE = 0.25
 WAIT_TOLERANCE = 0.10
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from support import ROOT
 sys.path.insert(0, str(ROOT / "bench"))
 from steady_truth import BY_NAME, SHARE_TOLERANCE, measure, misses
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 ROUNDS = 3
 TRUTH_BOUNDS = {"fit-map-3": (0.15, 0.30)}
 OWN_CLOCK = ("tape-map-3", "tape-generator-10", "torch-loader0-10")

@@ -16,7 +16,7 @@ from support import ROOT
 from support.trying import TRY_JOB as JOB
 from support.trying import gpuwhy_try
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 
 @pytest.mark.parametrize(
