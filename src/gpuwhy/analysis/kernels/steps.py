@@ -41,6 +41,13 @@ KERNEL_WAIT_NS = 30_000
 """Gaps between queued kernels shorter than this are launch overhead (HTA's
 ``consecutive_kernel_delay``, references.md#hta-idle-time)."""
 
+LAUNCH_GAP_NS = 1_000_000
+"""A host-wait gap shorter than this is the host issuing the step's next operator: an eager
+framework's per-op dispatch and launch. Measured on the H200 capture (tiny_batch, eager PyTorch
+with the profiler on): the gaps between a step's kernels had a median of 40 us and a longest of
+0.5 ms; the data loader's wait in torch_loader was one gap of 18 ms a step
+(references.md#hta-idle-time)."""
+
 
 @dataclass(frozen=True)
 class StepFacts:
@@ -57,6 +64,7 @@ class StepFacts:
     comm_overlap_ns: int  # communication also covered by compute
     idle_ns: int  # the window less the union of all device work
     host_wait_ns: int
+    host_wait_short_ns: int  # of it, in gaps shorter than LAUNCH_GAP_NS: per-op issue
     kernel_wait_ns: int
     other_wait_ns: int
     kernels: int  # device ops starting inside the window
@@ -180,9 +188,17 @@ def _launch_ns(columns: _Columns, start: int, end: int) -> int:
     return columns.launch_cumulative[last] - columns.launch_cumulative[first]
 
 
-def _split_idle(columns: _Columns, gaps: Sequence[Interval]) -> tuple[int, int, int]:
-    """(host wait, kernel wait, other) of the given idle gaps, by the work that ended each."""
-    host = kernel = other = 0
+@dataclass(frozen=True)
+class _IdleSplit:
+    host: int
+    host_short: int  # host wait in gaps shorter than LAUNCH_GAP_NS
+    kernel: int
+    other: int
+
+
+def _split_idle(columns: _Columns, gaps: Sequence[Interval]) -> _IdleSplit:
+    """The given idle gaps split by the work that ended each."""
+    host = host_short = kernel = other = 0
     for lo, hi in gaps:
         length = hi - lo
         nxt = bisect.bisect_left(columns.starts, hi)
@@ -191,11 +207,13 @@ def _split_idle(columns: _Columns, gaps: Sequence[Interval]) -> tuple[int, int, 
             other += length  # the window ended before any work resumed
         elif launched is not None and launched > lo:
             host += length
+            if length < LAUNCH_GAP_NS:
+                host_short += length
         elif length < KERNEL_WAIT_NS:
             kernel += length
         else:
             other += length
-    return host, kernel, other
+    return _IdleSplit(host, host_short, kernel, other)
 
 
 def _step_windows(trace: RankTrace, columns: _Columns) -> list[tuple[int, int, int]]:
@@ -249,7 +267,7 @@ def rank_facts(trace: RankTrace) -> RankFacts:
 def _step(trace: RankTrace, columns: _Columns, number: int, start: int, end: int) -> StepFacts:
     busy = columns.all_busy.clip(start, end)
     gaps = subtract([(start, end)], busy)
-    host, kernel, other = _split_idle(columns, gaps)
+    split = _split_idle(columns, gaps)
     compute = columns.by_kind[OpKind.COMPUTE].clip(start, end)
     comm = columns.by_kind[OpKind.COMMUNICATION].clip(start, end)
     first = bisect.bisect_left(columns.starts, start)
@@ -269,9 +287,10 @@ def _step(trace: RankTrace, columns: _Columns, number: int, start: int, end: int
         memset_ns=total_ns(columns.by_kind[OpKind.MEMSET].clip(start, end)),
         comm_overlap_ns=_overlap(comm, compute),
         idle_ns=total_ns(gaps),
-        host_wait_ns=host,
-        kernel_wait_ns=kernel,
-        other_wait_ns=other,
+        host_wait_ns=split.host,
+        host_wait_short_ns=split.host_short,
+        kernel_wait_ns=split.kernel,
+        other_wait_ns=split.other,
         kernels=last - first,
         kernel_median_ns=statistics.median(durations) if durations else None,
         loader_ns=total_ns(loader),
