@@ -38,9 +38,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import machine
+from one_line_args import OneLineParser
 from overhead import median_interval
 
 HERE = Path(__file__).resolve().parent
@@ -550,15 +551,8 @@ def parent(args: argparse.Namespace) -> int:
     return 0
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse that says what is wrong in one line (no usage block) and exits 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see --help)\n")
-
-
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = _OneLineParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, help="bare/hooked pairs per job (20; --quick: 3)")
     parser.add_argument("--quick", action="store_true", help="a short run, to check it works")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "hook_cost.md")

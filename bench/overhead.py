@@ -45,7 +45,7 @@ JOBS = {
 TARGET = 1.03
 
 
-def _from_recording(record: Path) -> tuple[float, float, float]:
+def from_recording(record: Path) -> tuple[float, float, float]:
     """(how long the job ran under gpuwhy, gpuwhy's process CPU s, the probe's CPU s)."""
     from gpuwhy.recording import Recording
 
@@ -59,7 +59,7 @@ def _from_recording(record: Path) -> tuple[float, float, float]:
         )
 
 
-def _compile_gpuwhy() -> None:
+def compile_gpuwhy() -> None:
     """Byte-compile gpuwhy where it is imported from (a source checkout has no .pyc files, and
     PYTHONDONTWRITEBYTECODE=1 keeps Python from writing them)."""
     import gpuwhy
@@ -75,7 +75,7 @@ def median_interval(values: list[float], rounds: int = 2000) -> tuple[float, flo
     return medians[int(0.025 * rounds)], medians[int(0.975 * rounds) - 1]
 
 
-def _cpu_s() -> float:
+def children_cpu_s() -> float:
     """CPU seconds (user + system) of every finished child process of this one, so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -87,9 +87,9 @@ def _run(command: list[str]) -> tuple[float, float, float]:
     CPU time is what gpuwhy costs the machine, and unlike wall time it hardly moves when other
     processes compete for the cores: the steadier measure on a shared machine.
     """
-    start, cpu = time.monotonic(), _cpu_s()
+    start, cpu = time.monotonic(), children_cpu_s()
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
-    wall, cpu = time.monotonic() - start, _cpu_s() - cpu
+    wall, cpu = time.monotonic() - start, children_cpu_s() - cpu
     if done.returncode != 0:
         joined = " ".join(command)
         raise SystemExit(f"run failed ({done.returncode}): {joined}\n{done.stderr[-2000:]}")
@@ -121,7 +121,7 @@ def measure(job: list[str], pairs: int, scratch: str) -> tuple[list[dict[str, An
         result = {}
         for which in order:
             result[which] = _run(job if which == "bare" else under)
-        child_s, recorder_cpu_s, probe_cpu_s = _from_recording(record)
+        child_s, recorder_cpu_s, probe_cpu_s = from_recording(record)
         outside.append(result["gpuwhy"][0] - child_s)
         result["own"] = (recorder_cpu_s, probe_cpu_s)
         rows.append(result)
@@ -215,7 +215,7 @@ def main() -> int:
     parser.add_argument("--jobs", nargs="+", choices=sorted(JOBS), default=["keras", "torch"])
     parser.add_argument("--out", type=Path, default=HERE / "results" / "overhead.md")
     args = parser.parse_args()
-    _compile_gpuwhy()
+    compile_gpuwhy()
     load_before = os.getloadavg()
     sections: list[str] = []
     with tempfile.TemporaryDirectory() as scratch:

@@ -31,9 +31,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import NoReturn
 
 import machine
+from one_line_args import OneLineParser
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -173,17 +173,10 @@ def _run(command: list[str]) -> tuple[float, float, float, float]:
 MAX_BATCHES = 10_000  # the data is built in memory: 128 x 256 floats per batch, 1.3 GB here
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse that says what is wrong in one line (no usage block) and exits 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see --help)\n")
-
-
 def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, int, int]:
     """The arguments and the profiled window (first, last); any combination that cannot run is
     rejected here in one line, before minutes of runs rather than after them."""
-    parser = _OneLineParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--batches", type=int, default=60, help="training batches per epoch")
     parser.add_argument("--epochs", type=int, default=3)

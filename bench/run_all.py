@@ -69,6 +69,13 @@ BENCHES = (
         "Overhead of `gpuwhy run` on training throughput",
     ),
     Bench(
+        "zoo_overhead",
+        "zoo_overhead.py",
+        (),
+        ("--pairs", "1", "-k", "PyTorch MNIST example (train"),
+        "Overhead of `gpuwhy run` on the zoo's real-world jobs",
+    ),
+    Bench(
         "hook_cost",
         "hook_cost.py",
         (),
@@ -167,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         "# Performance",
         "",
         "What gpuwhy costs and how it scales, measured by the scripts in `bench/`. Regenerate "
-        "this page with `python bench/run_all.py` (about 40 minutes on a 2-core machine; "
+        "this page with `python bench/run_all.py` (about an hour on a 2-core machine; "
         "`--quick` for a shorter check). Each section below is the result file the benchmark "
         "wrote (`bench/results/`), with the command that produced it.",
         "",

@@ -57,6 +57,35 @@ def test_input_starved_gpu_is_input_bound_with_the_tfdata_fix(tmp_path: Path) ->
     assert "HOST_BOUND" not in _codes(diagnosis)  # the GPU waits for data, not for the host
 
 
+def _input_bound_phases(diagnosis: Diagnosis) -> list[str]:
+    return [f.evidence["phase"] for f in diagnosis.findings if f.code == "INPUT_BOUND"]
+
+
+def test_a_two_step_phase_waiting_on_its_start_up_is_not_input_bound(tmp_path: Path) -> None:
+    """An evaluation of two batches whose first one waits 0.3 s for the loader to start: 90 %
+    of the phase is wait, but 1.5 % of the run, and two steps cannot tell one-time start-up
+    from a slow pipeline. Train's 40 % wait stays a finding."""
+    run = Run(tmp_path / "r.db", duration_s=20, environment=NO_GPU_ENV)
+    end = _train(run, wait_s=0.04, step_s=0.06, count=150)  # 1 .. 16 s
+    start = end + 0.5
+    run.steps("validation", start, 1, 0.01, wait_s=0.3)
+    run.steps("validation", start + 0.31, 1, 0.01)
+    run.phase("validation", start, start + 0.32)
+    diagnosis = _diagnose(run)
+    assert diagnosis.phases["validation"].data_wait_fraction >= 0.9  # type: ignore[operator]
+    assert _input_bound_phases(diagnosis) == ["train"]
+
+
+def test_a_two_step_phase_whose_wait_costs_the_run_is_input_bound(tmp_path: Path) -> None:
+    """The same two steps waiting 2 s: now 10 % of the run, worth a finding."""
+    run = Run(tmp_path / "r.db", duration_s=20, environment=NO_GPU_ENV)
+    end = _train(run, step_s=0.1, count=100)  # 1 .. 11 s, no wait
+    start = end + 0.5
+    run.steps("validation", start, 2, 0.01, wait_s=1.0)
+    run.phase("validation", start, start + 2.02)
+    assert _input_bound_phases(_diagnose(run)) == ["validation"]
+
+
 def test_gpu_busy_in_validation_idle_in_training(tmp_path: Path) -> None:
     run = Run(tmp_path / "r.db", duration_s=12, devices=[H100], environment=GPU_OK_ENV)
     end = _train(run, wait_s=0.07, step_s=0.03, start=1.0)  # 1 .. 11

@@ -6,7 +6,10 @@ references.md#xprof-input-pipeline): >= 20 % of step time waiting for input is "
 iterator start-up apart, steady.py) from the hooks' WAIT spans, so it needs no GPU samples and
 holds on a CPU run. The moderate band is reported only where it matters for the run: the
 wait must also be >= 5 % of the run's wall time (the same band applied to the whole run), so a short
-phase's per-batch iterator overhead is not raised as a finding worth a 1 % gain.
+phase's per-batch iterator overhead is not raised as a finding worth a 1 % gain. A phase of one
+or two steps is held to that run gate in either band: with so few steps no warm-up step can be
+told apart (steady.py needs a step 3x the median), so its wait may be all one-time start-up (an
+evaluation's first batch starting the loader's workers), not a pipeline too slow for its steps.
 """
 
 from __future__ import annotations
@@ -62,6 +65,10 @@ FIXES = {
 }
 
 
+FEWEST_STEADY_STEPS = 3
+"""The fewest steps in which steady.py can tell a warm-up step (> 3x the median) from the rest."""
+
+
 def _steady_wait_s(phase: PhaseStats) -> float:
     """The wait of the steady steps (steady.py); all of it where none is steady."""
     if phase.steady_time_s:
@@ -79,7 +86,8 @@ def check(ctx: RunContext) -> list[Finding]:
         high = fraction >= HIGH_FRACTION
         wait_s = _steady_wait_s(phase)
         run_fraction = wait_s / ctx.duration_s if ctx.duration_s > 0 else 0.0
-        if not high and run_fraction < MODERATE_FRACTION:
+        few_steps = phase.steps < FEWEST_STEADY_STEPS
+        if (few_steps or not high) and run_fraction < MODERATE_FRACTION:
             continue
         est = whatif.remove_wait(ctx.duration_s, wait_s, phase.name)
         steady_s = phase.steady_time_s or phase.time_s

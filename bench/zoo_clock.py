@@ -1,0 +1,38 @@
+"""Runs a script as its own `__main__` and writes how long it ran: a zoo job's own time, taken
+the same way bare and under `gpuwhy run` (bench/zoo_overhead.py).
+
+    python bench/zoo_clock.py OUT.json SCRIPT [ARGS...]
+
+The clock starts once this interpreter is up (gpuwhy's start-up in the job's process, where it
+runs, comes before) and stops when the script returns or exits; framework imports, hooks and
+training are inside it. The script's exit code is passed on.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    if len(sys.argv) < 3:
+        print("usage: python bench/zoo_clock.py OUT.json SCRIPT [ARGS...]", file=sys.stderr)
+        raise SystemExit(2)
+    out, script, *args = sys.argv[1:]
+    sys.argv = [script, *args]
+    sys.path[0] = str(Path(script).resolve().parent)  # as `python SCRIPT` would have it
+    code: object = 0
+    start = time.perf_counter()
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as leaving:
+        code = leaving.code
+    Path(out).write_text(json.dumps({"job_s": time.perf_counter() - start}))
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    main()

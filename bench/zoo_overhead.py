@@ -1,0 +1,225 @@
+"""Overhead of `gpuwhy run` on the zoo: each real-world job (tests/zoo) bare and under gpuwhy.
+
+Each pair runs the job bare and under `gpuwhy run --quiet` back to back, alternating which goes
+first, each in a fresh working folder. Reported per job, as medians over pairs of the per-pair
+ratio (under gpuwhy / bare) with a 95 % bootstrap interval:
+
+- *the job's own time*: the script's run inside its process (bench/zoo_clock.py starts the
+  clock once the interpreter is up and stops it when the script ends: framework imports, hooks
+  and training), the cost gpuwhy puts inside the job. Jobs started by a launcher (torchrun,
+  accelerate) run their script in a child process the clock cannot wrap: wall time only.
+- *end-to-end wall time*: what the user waits, gpuwhy's start-up and wrap-up included; on jobs
+  of a few seconds that fixed cost weighs more than on a real training, so the seconds it adds
+  are given beside the ratio.
+
+gpuwhy's own CPU (its process and the environment probe, from the recording) is given too.
+Results go to bench/results/zoo_overhead.md with the machine and date.
+
+    python bench/zoo_overhead.py [--pairs 3] [-k TEXT ...] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import machine
+from one_line_args import OneLineParser
+from overhead import children_cpu_s, compile_gpuwhy, from_recording, median_interval
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the zoo's members are test data
+from zoo.members import MEMBERS, Member  # noqa: E402
+
+CLOCK = HERE / "zoo_clock.py"
+MAX_PAIRS = 20
+TIMEOUT_S = 600.0
+TARGET = 1.01  # the issue's goal for the job's own time on a CPU job
+
+
+@dataclass
+class Runs:
+    """One member's pairs: per pair and side, (wall s, the job's own s or None, CPU s)."""
+
+    member: Member
+    bare: list[tuple[float, float | None, float]] = field(default_factory=list)
+    gpuwhy: list[tuple[float, float | None, float]] = field(default_factory=list)
+    own_cpu: list[tuple[float, float]] = field(default_factory=list)  # recorder, probe
+
+
+def _job(member: Member, clock: Path) -> list[str]:
+    """The member's command; a plain `python SCRIPT` one through the clock."""
+    command = member.command(sys.executable)
+    if member.launcher != "python":
+        return command
+    return [sys.executable, str(CLOCK), str(clock), *command[1:]]
+
+
+def _run(command: list[str], member: Member, folder: Path, clock: Path) -> tuple[float, ...]:
+    folder.mkdir()
+    start, cpu = time.monotonic(), children_cpu_s()
+    done = subprocess.run(
+        command,
+        cwd=folder,
+        env={**os.environ, **member.env},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    wall, cpu = time.monotonic() - start, children_cpu_s() - cpu
+    if done.returncode != member.exit_code:
+        joined = " ".join(command)
+        raise SystemExit(
+            f"zoo_overhead.py: {member.name} exited {done.returncode}, expected "
+            f"{member.exit_code}: {joined}\n{done.stderr[-2000:]}"
+        )
+    own = json.loads(clock.read_text())["job_s"] if clock.exists() else None
+    clock.unlink(missing_ok=True)
+    return wall, own, cpu
+
+
+def measure(member: Member, pairs: int, scratch: Path) -> Runs:
+    """`scratch`: a folder of this member's own."""
+    runs = Runs(member)
+    scratch.mkdir()
+    for pair in range(pairs):
+        record = scratch / f"{pair}.gpuwhy.db"
+        clock = scratch / "clock.json"
+        bare = _job(member, clock)
+        under = [sys.executable, "-m", "gpuwhy", "run", "--quiet", "--record", str(record)]
+        under += ["--", *bare]
+        order = ("bare", "gpuwhy") if pair % 2 == 0 else ("gpuwhy", "bare")
+        for side in order:
+            folder = scratch / f"{pair}-{side}"
+            result = _run(bare if side == "bare" else under, member, folder, clock)
+            getattr(runs, side).append(result)
+        _, recorder_cpu_s, probe_cpu_s = from_recording(record)
+        runs.own_cpu.append((recorder_cpu_s, probe_cpu_s))
+        print(
+            f"{member.name} pair {pair + 1}/{pairs}: bare {runs.bare[-1][0]:.2f} s, "
+            f"gpuwhy {runs.gpuwhy[-1][0]:.2f} s",
+            flush=True,
+        )
+    return runs
+
+
+def _ratio(runs: Runs, column: int) -> str:
+    """'median [low, high]' of the per-pair ratios of one column; '—' where it was not taken."""
+    pairs = list(zip(runs.gpuwhy, runs.bare, strict=True))
+    if any(g[column] is None or b[column] is None for g, b in pairs):
+        return "—"
+    ratios = [g[column] / b[column] for g, b in pairs]  # type: ignore[operator]
+    low, high = median_interval(ratios)
+    return f"{statistics.median(ratios):.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _median_taken(values: Iterable[float]) -> str:
+    """The median of the figures the recordings hold ('—' if none: a job that ends before the
+    environment probe does records no probe cost)."""
+    taken = [v for v in values if not math.isnan(v)]
+    return f"{statistics.median(taken):.2f}" if taken else "—"
+
+
+def row(runs: Runs) -> str:
+    bare_s = statistics.median(r[0] for r in runs.bare)
+    added_s = statistics.median(g[0] - b[0] for g, b in zip(runs.gpuwhy, runs.bare, strict=True))
+    recorder = _median_taken(c[0] for c in runs.own_cpu)
+    probe = _median_taken(c[1] for c in runs.own_cpu)
+    cells = (
+        runs.member.name,
+        runs.member.launcher,
+        f"{bare_s:.2f}",
+        _ratio(runs, 1),
+        _ratio(runs, 0),
+        f"{added_s:+.2f}",
+        f"{recorder} / {probe}",
+    )
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+def document(all_runs: list[Runs], pairs: int, load: tuple[float, float]) -> str:
+    lines = [
+        "# Overhead of `gpuwhy run` on the zoo",
+        "",
+        f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"- Machine: {machine.describe()}",
+        f"- Method: `python bench/zoo_overhead.py --pairs {pairs}`: per job, {pairs} pairs, bare "
+        "and `gpuwhy run --quiet` alternated (order swapped every pair), each run in a fresh "
+        "folder; medians over pairs of the per-pair ratio (gpuwhy / bare), 95 % bootstrap "
+        "interval in brackets (2000 resamples of the pairs). gpuwhy's bytecode compiled first.",
+        f"- Load average (1 min) before / after: {load[0]:.2f} / {load[1]:.2f}.",
+        f"- Goal for the job's own time: ≤ {TARGET} on a CPU job. The zoo's jobs train for a few "
+        "seconds, so framework imports weigh heavily in the job's own time and gpuwhy's start-up"
+        " in the wall time; bench/overhead.py measures longer trainings.",
+        "",
+        "| job | launcher | bare wall s | job's own time | wall time | added wall s | "
+        "gpuwhy CPU s (process / probe) |",
+        "|---|---|---|---|---|---|---|",
+        *(row(runs) for runs in all_runs),
+        "",
+        "'—': a launcher runs the script in a child process the clock cannot wrap.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _installed(member: Member) -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in member.needs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(prog="zoo_overhead.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=3, help=f"per job, 1 to {MAX_PAIRS}")
+    parser.add_argument(
+        "-k",
+        dest="select",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="only the jobs whose name or script holds TEXT (repeatable)",
+    )
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "zoo_overhead.md")
+    args = parser.parse_args(argv)
+    if not 1 <= args.pairs <= MAX_PAIRS:
+        parser.error(f"--pairs {args.pairs}: give 1 to {MAX_PAIRS}")
+    if args.out.is_dir():
+        parser.error(f"--out {args.out} is a folder: give a file name")
+    chosen = [
+        m
+        for m in MEMBERS
+        if not args.select or any(t in m.name or t in m.script for t in args.select)
+    ]
+    if not chosen:
+        parser.error(f"-k {' '.join(args.select)}: no zoo job matches")
+    missing = [m.name for m in chosen if not _installed(m)]
+    if missing:
+        parser.error(f"not installed for {', '.join(missing)}: run bash scripts/zoo-deps.sh")
+    compile_gpuwhy()
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as scratch:
+        all_runs = [
+            measure(member, args.pairs, Path(scratch, str(index)))
+            for index, member in enumerate(chosen)
+        ]
+    text = document(all_runs, args.pairs, (load_before, os.getloadavg()[0]))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    print(text)
+    print(f"-> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
