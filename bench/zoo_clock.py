@@ -4,8 +4,8 @@ the same way bare and under `gpuwhy run` (bench/zoo_overhead.py).
     python bench/zoo_clock.py OUT.json SCRIPT [ARGS...]
 
 The clock starts once this interpreter is up (gpuwhy's start-up in the job's process, where it
-runs, comes before) and stops when the script returns or exits; framework imports, hooks and
-training are inside it. The script's exit code is passed on.
+runs, comes before) and stops when the script returns, exits or fails; framework imports, hooks
+and training are inside it. The script's exit code, or its exception, is passed on.
 """
 
 from __future__ import annotations
@@ -24,14 +24,11 @@ def main() -> None:
     out, script, *args = sys.argv[1:]
     sys.argv = [script, *args]
     sys.path[0] = str(Path(script).resolve().parent)  # as `python SCRIPT` would have it
-    code: object = 0
     start = time.perf_counter()
     try:
         runpy.run_path(script, run_name="__main__")
-    except SystemExit as leaving:
-        code = leaving.code
-    Path(out).write_text(json.dumps({"job_s": time.perf_counter() - start}))
-    raise SystemExit(code)
+    finally:  # a script that fails is timed too; its exception goes on as Python reports it
+        Path(out).write_text(json.dumps({"job_s": time.perf_counter() - start}))
 
 
 if __name__ == "__main__":

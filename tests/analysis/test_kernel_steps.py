@@ -209,6 +209,40 @@ def test_many_short_kernels_launched_one_by_one_are_launch_bound(tmp_path: Path)
     assert launch.evidence["launch_call_share_of_wait"] >= 0.5
 
 
+def test_the_shape_of_the_hosts_wait_tells_launching_from_other_host_work(tmp_path: Path) -> None:
+    # µs. Launch-bound: ten 2 µs kernels a step, each issued 30 µs after the last ended by a
+    # 3 µs launch call (eager dispatch: the launch call is a tenth of the wait). Then a step of
+    # the same kernels run back to back after 1.5 ms of other host work (preprocessing).
+    def issued_one_by_one(n: int, t0: float) -> list[dict]:
+        events = []
+        for k in range(10):
+            c = 100 * n + k + 1
+            events += [
+                _runtime("cudaLaunchKernel", t0 + 32 * k + 27, 3, c),
+                _kernel(t0 + 32 * k + 30, 2, c),
+            ]
+        return events
+
+    def after_other_work(n: int, t0: float) -> list[dict]:
+        events = []
+        for k in range(10):
+            c = 100 * n + k + 1
+            events += [
+                _runtime("cudaLaunchKernel", t0 + 1500 + 3 * k, 3, c),
+                _kernel(t0 + 1530 + 2 * k, 2, c),
+            ]
+        return events
+
+    launch = {f.code: f for f in _diagnose(tmp_path, _steps(5, 320, issued_one_by_one))}
+    assert "HOST_BOUND" not in launch
+    assert launch["LAUNCH_BOUND"].evidence["short_gap_share_of_wait"] == 1.0
+    assert launch["LAUNCH_BOUND"].evidence["launch_call_share_of_wait"] < 0.15
+    host = {f.code: f for f in _diagnose(tmp_path, _steps(5, 1600, after_other_work))}
+    assert "LAUNCH_BOUND" not in host
+    assert host["HOST_BOUND"].evidence["short_gap_share_of_wait"] < 0.1
+    assert "gaps of 1 ms or more" in host["HOST_BOUND"].title
+
+
 def test_pageable_copies_are_flagged_and_pinned_ones_are_not(tmp_path: Path) -> None:
     def body(kind: str):
         def steps(n: int, t0: float) -> list[dict]:
