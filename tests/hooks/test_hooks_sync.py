@@ -243,3 +243,77 @@ def test_tensorflow_reads_are_transparent_and_not_counted_on_the_cpu(hooks: Coll
     original = ops._EagerTensorBase._numpy.__wrapped__
     auto.uninstall()
     assert ops._EagerTensorBase._numpy is original
+
+
+# ------------------------------------------------------------------------- JAX
+
+
+def _jax_loop(jax: Any, steps: int) -> list[Any]:
+    """A jitted step per iteration in explicit steps (a JAX loop shows none by itself); each
+    step reads its loss on the host twice (`float()`: a copy; `.item()`: the copy JAX kept)
+    and the weights' update is waited for once."""
+    import numpy as np
+
+    jnp = jax.numpy
+
+    @jax.jit
+    def step(w: Any, x: Any) -> tuple[Any, Any]:
+        loss = jnp.mean((x @ w) ** 2)
+        return w - 0.01 * jax.grad(lambda v: jnp.mean((x @ v) ** 2))(w), loss
+
+    w = jnp.ones((4, 1))
+    seen = []
+    with api.phase("train"):
+        for n in range(steps):
+            with api.step():
+                w, loss = step(w, jnp.full((8, 4), float(n + 1)))
+                seen.append((float(loss), loss.item(), np.asarray(w).tolist()))
+                w.block_until_ready()
+    return seen
+
+
+@pytest.mark.slow
+def test_jax_reads_are_transparent_and_not_counted_on_the_cpu(collected: Collected) -> None:
+    jax = pytest.importorskip("jax")
+    from jax._src import array
+
+    plain = _jax_loop(jax, 3)
+    original = vars(array.ArrayImpl)["_value"]
+    auto.install({})
+    try:
+        assert vars(array.ArrayImpl)["_value"] is not original  # installed: jax was imported
+        hooked = _jax_loop(jax, 3)
+        with pytest.raises(TypeError):  # errors pass through unchanged
+            float(jax.numpy.ones(2))
+    finally:
+        auto.uninstall()
+    assert vars(array.ArrayImpl)["_value"] is original
+    assert hooked == plain
+    assert len(collected.spans(SpanKind.STEP, "train")) == 6
+    assert collected.events("sync") == []  # CPU arrays waited for nothing
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_device_reads_in_a_jax_loop_are_counted_per_step(hooks: Collected) -> None:
+    jax = pytest.importorskip("jax")
+    if jax.default_backend() == "cpu":
+        pytest.skip("this JAX build sees no GPU")
+    _jax_loop(jax, 5)
+    # per step: float(loss) copies (1), .item() reuses the copy (0), np.asarray(w) copies (1),
+    # w.block_until_ready() (1)
+    assert sync_events(hooks) == {"train": (15, 5)}
+
+
+@pytest.mark.slow
+def test_jax_reads_count_where_the_array_is_on_a_device(
+    hooks: Collected, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The counting path on this CPU, its device test answered "on a device". Per step:
+    `float(loss)` makes the host copy (1); `.item()` reads the copy JAX kept (0); `np.asarray`
+    of a CPU array reads its buffer directly, not through a host copy (0; a device array has
+    no such buffer: 1 on a GPU); `block_until_ready()` (1)."""
+    jax = pytest.importorskip("jax")
+    monkeypatch.setattr(sync_counting, "_jax_on_device", lambda array: True)
+    _jax_loop(jax, 3)
+    assert sync_events(hooks) == {"train": (6, 3)}

@@ -25,6 +25,7 @@ from gpuwhy.hooks import (
     keras_patches,
     lightning_hooks,
     patching,
+    sync_counting,
     transformers_hooks,
     try_fixes,
 )
@@ -40,8 +41,8 @@ FRAMEWORKS: dict[str, tuple[str, ...]] = {
     "lightning": ("lightning.pytorch", "pytorch_lightning"),
     "transformers": ("transformers.trainer",),
     "accelerate": ("accelerate.data_loader",),
-    # Nothing of JAX is patched (its loops are seen through their input): its import is noted,
-    # so that a JAX job is known as one.
+    # JAX loops are seen through their input; of JAX itself only the host reads of arrays are
+    # wrapped, to count syncs. Its import is noted, so that a JAX job is known as one.
     "jax": ("jax",),
 }
 
@@ -59,6 +60,8 @@ def _patch_module(name: str, module: ModuleType) -> None:
         framework_hooks.install_accelerate(module)
     elif name in FRAMEWORKS["lightning"]:
         lightning_hooks.install(module)
+    elif name == "jax":
+        sync_counting.install_jax()
 
 
 class PostImportFinder(importlib.abc.MetaPathFinder):

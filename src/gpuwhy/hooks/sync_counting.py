@@ -2,8 +2,9 @@
 
 Reading a device value on the host (`loss.item()`, `float(loss)`, `.tolist()`, `.cpu()`,
 `print(tensor)`, `torch.cuda.synchronize()`; on TensorFlow `.numpy()`, `float()` of a GPU
-tensor) makes the host wait until the device has run everything queued before it, so host and
-device take turns instead of overlapping (references.md#torch-sync-points).
+tensor; on JAX `float(x)`, `np.asarray(x)`, `jax.device_get(x)`, `x.block_until_ready()`) makes
+the host wait until the device has run everything queued before it, so host and device take
+turns instead of overlapping (references.md#torch-sync-points).
 
 Each wrapper calls the original first and returns its result or exception untouched; only when
 the call returned and the value lives off the CPU does it add one to the thread's open step
@@ -142,3 +143,52 @@ def install_tensorflow() -> None:
         emitter.report_once("sync.tensorflow", "TensorFlow syncs not counted: layout changed")
         return
     patching.patch(base, "_numpy", _tf_read)
+
+
+def _jax_on_device(array: Any) -> bool:
+    return any(device.platform != "cpu" for device in array.devices())
+
+
+def _jax_value(original: Any) -> Any:
+    """`ArrayImpl._value`, the host copy every read goes through; JAX keeps it once made, so
+    only the read that makes it (from a device) waited."""
+    fget = original.fget
+
+    def _value(self: Any) -> Any:
+        fresh = self._npy_value is None
+        value = fget(self)
+        try:
+            if fresh and _jax_on_device(self):
+                _count()
+        except Exception:  # never into the user's code
+            pass
+        return value
+
+    return property(functools.wraps(fget)(_value), doc=original.__doc__)
+
+
+def _jax_wait(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def block_until_ready(self: Any) -> Any:
+        result = original(self)
+        try:
+            if _jax_on_device(self):
+                _count()
+        except Exception:
+            pass
+        return result
+
+    return block_until_ready
+
+
+def install_jax() -> None:
+    """Count host reads of JAX arrays that live on a device: `float()`, `int()`, `bool()`,
+    `.item()`, `.tolist()`, `np.asarray()`, printing and `jax.device_get` all go through
+    `ArrayImpl._value`; and `block_until_ready()` (`jax.block_until_ready` calls it)."""
+    module = sys.modules.get("jax._src.array")
+    array = getattr(module, "ArrayImpl", None)
+    value = vars(array).get("_value") if array is not None else None
+    if not isinstance(value, property) or not callable(getattr(array, "block_until_ready", None)):
+        emitter.report_once("sync.jax", "JAX syncs not counted: module layout changed")
+        return
+    patching.patch(array, "_value", _jax_value)
+    patching.patch(array, "block_until_ready", _jax_wait)

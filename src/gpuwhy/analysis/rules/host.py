@@ -86,6 +86,12 @@ SYNC_FIXES = {
         "Stop synchronising every step: no `.numpy()`, `float(loss)` or `tf.print` per step in a "
         "custom loop (read metrics every N steps); in Keras, `steps_per_execution=32`."
     ),
+    "jax": (
+        "Stop synchronising every step: keep the loss on the device (`losses.append(loss)`) and "
+        "read it every N steps (`jax.device_get(losses)`); no `float(loss)`, `print(loss)` or "
+        "`block_until_ready()` in the step; JAX dispatches asynchronously only while the host "
+        "does not read."
+    ),
     "default": (
         "Stop synchronising every step: read losses and metrics from the device every N steps, "
         "not on each one."
