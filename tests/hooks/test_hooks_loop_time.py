@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # real framework loops
+pytestmark = [pytest.mark.slow, pytest.mark.timing]  # real framework loops, held to 5 ms
 HERE = Path(__file__).resolve().parent
 TOLERANCE_NS = 5_000_000  # "within a few milliseconds per epoch"
 
