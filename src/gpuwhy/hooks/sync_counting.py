@@ -155,7 +155,7 @@ def _jax_value(original: Any) -> Any:
     fget = original.fget
 
     def _value(self: Any) -> Any:
-        fresh = self._npy_value is None
+        fresh = getattr(self, "_npy_value", None) is None  # never an error of ours
         value = fget(self)
         try:
             if fresh and _jax_on_device(self):
