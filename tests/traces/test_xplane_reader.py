@@ -65,6 +65,57 @@ def test_a_corrupt_profile_is_one_line(pb2, tmp_path: Path) -> None:  # type: ig
     assert "\n" not in caught.value.one_line() and caught.value.exit_code == 2
 
 
+def _with_host_markers(pb2, keep_devices: bool) -> bytes:  # type: ignore[no-untyped-def]
+    """The BERT profile with three root step markers ("train", step_num 7-9, _r=1) added to its
+    host plane's first line, as `tf.profiler.experimental.Trace` writes them; and, unless
+    `keep_devices`, without its GPU planes (a profile of a CPU)."""
+    space = pb2.XSpace()
+    space.ParseFromString(BERT.read_bytes())
+    if not keep_devices:
+        kept = [plane for plane in space.planes if not plane.name.startswith("/device:GPU:")]
+        del space.planes[:]
+        space.planes.extend(kept)
+    host = next(plane for plane in space.planes if plane.name == "/host:CPU")
+    name_id = max([*host.event_metadata.keys(), 0]) + 1
+    host.event_metadata[name_id].id = name_id
+    host.event_metadata[name_id].name = "train"
+    stat_ids = {}
+    for name in ("step_num", "_r"):
+        stat_ids[name] = max([*host.stat_metadata.keys(), 0]) + 1
+        host.stat_metadata[stat_ids[name]].id = stat_ids[name]
+        host.stat_metadata[stat_ids[name]].name = name
+    line = host.lines[0]
+    for number in (7, 8, 9):
+        event = line.events.add()
+        event.metadata_id = name_id
+        event.offset_ps = number * 10**9  # 1 ms apart, each 0.5 ms long
+        event.duration_ps = 5 * 10**8
+        event.stats.add(metadata_id=stat_ids["step_num"], int64_value=number)
+        event.stats.add(metadata_id=stat_ids["_r"], int64_value=1)
+    return bytes(space.SerializeToString())
+
+
+def test_host_step_markers_are_the_steps_only_where_no_device_has_a_steps_line(
+    pb2,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    with_gpus = tmp_path / "gpus" / "host.xplane.pb"
+    cpu_only = tmp_path / "cpu" / "host.xplane.pb"
+    for path, keep in ((with_gpus, True), (cpu_only, False)):
+        path.parent.mkdir()
+        path.write_bytes(_with_host_markers(pb2, keep))
+    (marked,) = load_traces(str(with_gpus))
+    (bert,) = load_traces(str(BERT))
+    assert marked.steps == bert.steps and len(bert.steps) == 1  # XProf's derived step wins
+    (trace,) = load_traces(str(cpu_only))
+    assert [number for number, _, _ in trace.steps] == [7, 8, 9]
+    assert [start for _, start, _ in trace.steps][1:] == [
+        trace.steps[0][1] + 1_000_000,
+        trace.steps[0][1] + 2_000_000,
+    ]
+    assert all(end - start == 500_000 for _, start, end in trace.steps)
+
+
 _KERAS = """
 import numpy as np, tensorflow as tf
 x = np.random.rand(1024, 16).astype("float32"); y = np.random.randint(0, 2, 1024)

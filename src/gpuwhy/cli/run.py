@@ -90,9 +90,10 @@ def register(subparsers: Any) -> None:
         type=int,
         const=PROFILE_STEPS,
         default=None,
-        help=f"PyTorch jobs: profile STEPS optimizer steps (default {PROFILE_STEPS}) after the "
-        f"first {PROFILE_SKIP} with torch.profiler, no code change, and add the kernel-level "
-        "findings to the report; the trace is written beside the recording",
+        help=f"profile STEPS training steps (default {PROFILE_STEPS}) after the first "
+        f"{PROFILE_SKIP}, no code change, and add the kernel-level findings to the report: "
+        "PyTorch optimizer steps with torch.profiler, Keras train batches with the backend's "
+        "profiler (TensorFlow, JAX or torch); the trace is written beside the recording",
     )
     metrics.add_argument(parser)
     fail_on.add_argument(parser)
@@ -237,7 +238,7 @@ def _with_profile(diagnosis: Any, recording: Any, profile_dir: Path, stream: Tex
     from gpuwhy.traces import load_traces
 
     if not profile_dir.is_dir() or not any(profile_dir.iterdir()):
-        _say(stream, "note: no profiler window was written (no optimizer steps past the warm-up?)")
+        _say(stream, "note: no profiler window was written (no training steps past the warm-up?)")
         return diagnosis
     try:
         traces = load_traces(str(profile_dir))

@@ -17,7 +17,7 @@ from typing import Any
 
 from gpuwhy.hooks import emitter, iterators, patching, profile_window, sync_counting, tracker
 
-_window: profile_window.Window | None = None  # `gpuwhy run --profile`: set by install_torch
+_window: profile_window.TorchWindow | None = None  # `gpuwhy run --profile`: set by install_torch
 
 
 def install_tensorflow() -> None:

@@ -8,7 +8,8 @@
 - batch-*end* hooks only stamp "this execution's results exist" (`async_safe = True`: the
   stamp is taken on Keras's callback thread after the logs were fetched, keeping Keras's
   asynchronous dispatch on; the callback never reads `self.model`, which syncs JAX state);
-- `steps_per_execution=N`: one step span per execution, `steps` = the batches it really ran.
+- `steps_per_execution=N`: one step span per execution, `steps` = the batches it really ran;
+- `gpuwhy run --profile`: train batches open and close the profiler window (keras_window.py).
 
 """
 
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from gpuwhy.hooks import emitter, keras_functions, tracker
+from gpuwhy.hooks import emitter, keras_functions, keras_window, tracker
 from gpuwhy.hooks.attribution import DONE, EXPECT_DONE, OVERLAP, SRC_GRAPH, SRC_HOST
 
 _EXECS_KEPT = 1024  # executions remembered per phase to match late batch-end stamps
@@ -41,21 +42,27 @@ class KerasSpans:
         self._backend = "tensorflow"
         self._execs: dict[str, dict[int, int]] = {}  # phase -> {first batch: exec id}
         self._restore: list[Callable[[], None] | None] = []
+        self._window: keras_window.KerasWindow | None = None
 
     # phases -----------------------------------------------------------------------------
     @_safe
     def on_train_begin(self, logs: Any = None) -> None:
         self._in_fit += 1
         self._enter("train", "train_function")
+        self._window = keras_window.window_for(self._backend)
 
     @_safe
     def on_train_end(self, logs: Any = None) -> None:
         self._in_fit = max(0, self._in_fit - 1)
         self._leave()
+        if self._window is not None:
+            self._window.close()
 
     @_safe
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
         tracker.end_step(tracker.clock())  # the epoch's last step ends here
+        if self._window is not None:
+            self._window.pause()
 
     @_safe
     def on_test_begin(self, logs: Any = None) -> None:
@@ -77,6 +84,8 @@ class KerasSpans:
     # steps ------------------------------------------------------------------------------
     @_safe
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        if self._window is not None:
+            self._window.on_batch_begin()
         self._begin("train", batch)
 
     @_safe

@@ -1,11 +1,15 @@
-"""`gpuwhy run --profile`: a short torch.profiler window inside the job, with no code change.
+"""`gpuwhy run --profile`: a short profiler window inside the job, with no code change.
 
-The optimizer-step hook counts steps; after ``skip`` of them (warm-up: compilation, cuDNN's
-autotuning, the data loader's first workers) it starts `torch.profiler.profile` with one warm-up
-step and ``steps`` active ones (CPU, and CUDA where a GPU is available; no stacks, shapes or
-memory: they multiply the profiler's own cost), and writes the Chrome trace into the directory
-`gpuwhy run` named, one file per process. Outside the window the hook costs one attribute check
-per step. Anything that fails closes the window and is reported once; the training goes on.
+A window skips the job's first ``skip`` steps (warm-up: compilation, cuDNN's autotuning, the
+data loader's first workers), lets one more step warm the profiler up, and profiles ``steps``
+steps; then the trace is written into the directory `gpuwhy run` named and one event tells the
+run where, over which steps, and at what cost to write. Outside the window a hook costs one
+attribute check per step. Anything that fails closes the window and is reported once; the
+training goes on.
+
+`Window` holds what every window shares; `TorchWindow` (here) opens `torch.profiler` over
+optimizer steps, `keras_window.KerasWindow` a backend's own profiler over Keras train batches.
+Only one window opens in a process: the first to start claims it.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from gpuwhy.hooks import emitter, tracker
 from gpuwhy.model import Event
 from gpuwhy.wire import ENV_PROFILE, PROFILE_EVENT
 
+_claimed: list[Window] = []  # the process's one window, once one started
+
 
 class Window:
-    """One profiling window over optimizer steps ``skip + 1 .. skip + steps``."""
+    """What a window shares: its bounds in steps, what it wrote, the event that says so."""
 
     def __init__(self, skip: int, steps: int, directory: Path) -> None:
         self.skip = skip
@@ -37,13 +43,58 @@ class Window:
         self.path: Path | None = None
         self.export_s: float | None = None
 
+    def claim(self) -> bool:
+        """Whether this window may start: no other one has in this process."""
+        if _claimed and _claimed[0] is not self:
+            self.done = True
+            return False
+        _claimed[:] = [self]
+        return True
+
+    def _emit(self, end_ns: int) -> None:
+        emitter.emit(
+            Event(
+                end_ns,
+                PROFILE_EVENT,
+                f"profiled {self.active_steps} steps into {self.path}",
+                {
+                    "start_ns": self.active_start_ns,
+                    "end_ns": end_ns,
+                    "steps": self.active_steps,
+                    "steps_asked": self.steps,
+                    "skip": self.skip,
+                    "path": str(self.path),
+                    "export_s": round(self.export_s or 0.0, 3),
+                },
+            )
+        )
+
+    def _not_written(self) -> None:
+        emitter.report_once(
+            "profile", f"profiler window not written: the job ended after {self.seen} steps"
+        )
+
+    def _abandon(self, error: BaseException) -> None:
+        self.done = True
+        emitter.report_once("profile", f"profiler window abandoned: {error!r}")
+        with contextlib.suppress(Exception):  # already stopped, or never started
+            self._stop()
+
+    def _stop(self) -> None:
+        """Stop the profiler, whatever state it is in (may raise)."""
+
+
+class TorchWindow(Window):
+    """`torch.profiler` over optimizer steps ``skip + 2 .. skip + 1 + steps`` (step
+    ``skip + 1`` is the profiler's warm-up, as its schedule has it)."""
+
     def on_step(self) -> None:
         if self.done:
             return
         self.seen += 1
         try:
             if self.profiler is None:
-                if self.seen == self.skip:
+                if self.seen == self.skip and self.claim():
                     self._start()
                 return
             self.profiler.step()
@@ -80,24 +131,6 @@ class Window:
         self.export_s = time.perf_counter() - started
         self.path = path
 
-    def _emit(self, end_ns: int) -> None:
-        emitter.emit(
-            Event(
-                end_ns,
-                PROFILE_EVENT,
-                f"profiled {self.active_steps} steps into {self.path}",
-                {
-                    "start_ns": self.active_start_ns,
-                    "end_ns": end_ns,
-                    "steps": self.active_steps,
-                    "steps_asked": self.steps,
-                    "skip": self.skip,
-                    "path": str(self.path),
-                    "export_s": round(self.export_s or 0.0, 3),
-                },
-            )
-        )
-
     def close(self) -> None:
         """At the job's exit, a window still open: the steps it completed are kept (stopping the
         profiler writes them), or the job is said to have ended before any."""
@@ -110,26 +143,28 @@ class Window:
         if self.path is not None and self.active_steps:
             self._emit(end_ns)
         else:
-            emitter.report_once(
-                "profile", f"profiler window not written: the job ended after {self.seen} steps"
-            )
+            self._not_written()
 
-    def _abandon(self, error: BaseException) -> None:
-        self.done = True
-        emitter.report_once("profile", f"profiler window abandoned: {error!r}")
+    def _stop(self) -> None:
         if self.profiler is not None:
-            with contextlib.suppress(Exception):  # already stopped, or never started
-                self.profiler.stop()
+            self.profiler.stop()
 
 
-def from_environment(environ: Mapping[str, str] = os.environ) -> Window | None:
-    """The window `gpuwhy run --profile` asked for, or None (unset or unreadable)."""
+def asked(environ: Mapping[str, str] = os.environ) -> tuple[int, int, Path] | None:
+    """(skip, steps, directory) of the window `gpuwhy run --profile` asked for, or None (unset
+    or unreadable: said once)."""
     value = environ.get(ENV_PROFILE)
     if not value:
         return None
     try:
         skip, steps, directory = value.split(":", 2)
-        return Window(int(skip), int(steps), Path(directory))
+        return int(skip), int(steps), Path(directory)
     except ValueError:
         emitter.report_once("profile", f"{ENV_PROFILE}={value!r} not understood: no profiling")
         return None
+
+
+def from_environment(environ: Mapping[str, str] = os.environ) -> TorchWindow | None:
+    """The torch window `gpuwhy run --profile` asked for, or None."""
+    bounds = asked(environ)
+    return None if bounds is None else TorchWindow(*bounds)

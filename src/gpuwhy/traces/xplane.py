@@ -8,6 +8,9 @@ What is kept, as for a Kineto trace:
   ``Memcpy*``, ``Memset``), with their ``correlation_id``;
 - launches: host events that carry a ``correlation_id`` (the CUDA API calls that queued them);
 - steps: the ``Steps`` line XProf derives on the device planes (the first plane that has one);
+  where there is none (a profile of a CPU, or one no device plane grouped), the host's root step
+  markers: events with a ``step_num`` stat and ``_r`` set, as `tf.profiler.experimental.Trace`
+  and `jax.profiler.StepTraceAnnotation` write them (the ones `gpuwhy run --profile` adds);
 - the input wait: host ``IteratorGetNext…`` events (XProf counts them as waiting for input);
 - blocking syncs: host ``cuStreamSynchronize``/``cuCtxSynchronize``/``cuEventSynchronize``.
 
@@ -98,16 +101,19 @@ def read_xplane(path: str) -> RankTrace:
         ) from None
     trace = RankTrace(path=path, format="xplane")
     names: dict[str, int] = {}
+    host_steps: list[tuple[int, int, int]] = []
     known = 0
     for plane in space.planes:
         match = _GPU_PLANE.search(plane.name)
         if match:
             _take_device_plane(trace, plane, int(match.group(1)), names)
         elif plane.name == "/host:CPU":
-            _take_host_plane(trace, plane)
+            host_steps = _take_host_plane(trace, plane)
         else:
             continue
         known += 1
+    if not trace.steps:
+        trace.steps = sorted(host_steps, key=lambda step: step[1])
     if not known:
         raise TraceError(
             f"{path} holds no host or GPU plane: not a profile of a TensorFlow/JAX job",
@@ -174,10 +180,19 @@ def _take_device_plane(trace: RankTrace, plane: Any, device: int, names: dict[st
             trace.ops.append(start, end, device, line.id, int(kind), index, int(correlation))
 
 
-def _take_host_plane(trace: RankTrace, plane: Any) -> None:
+def _take_host_plane(trace: RankTrace, plane: Any) -> list[tuple[int, int, int]]:
+    """Keeps the host's launches, input waits and syncs; returns its root step markers."""
     stat_names = _stat_names(plane)
+    ids = {name: key for key, name in stat_names.items() if name in ("step_num", "_r")}
+    number_id, root_id = ids.get("step_num"), ids.get("_r")
+    steps: list[tuple[int, int, int]] = []
     for line in plane.lines:
         for name, start, end, event in _events(plane, line):
+            if number_id is not None and root_id is not None and len(event.stats) >= 2:
+                marker = _step_marker(event, number_id, root_id)
+                if marker is not None:
+                    steps.append((marker, start, end))
+                    continue
             correlation = _stat(event, stat_names, "correlation_id")
             if correlation:
                 trace.launch_start_ns[int(correlation)] = start
@@ -186,6 +201,26 @@ def _take_host_plane(trace: RankTrace, plane: Any) -> None:
                 trace.loader.append(HostCall(name, start, end, line.id))
             elif name in _SYNC_NAMES:
                 trace.syncs.append(HostCall(name, start, end, line.id))
+    return steps
+
+
+def _step_marker(event: Any, number_id: int, root_id: int) -> int | None:
+    """The step number of a root step marker (stats ``step_num`` and ``_r``), else None."""
+    number: Any = None
+    root = False
+    for stat in event.stats:
+        if stat.metadata_id == number_id:
+            kind = stat.WhichOneof("value")
+            number = getattr(stat, kind) if kind else 0  # a zero is stored as no value
+        elif stat.metadata_id == root_id:
+            kind = stat.WhichOneof("value")
+            root = bool(getattr(stat, kind)) if kind else False
+    if number is None or not root:
+        return None
+    try:
+        return int(number or 0)
+    except (TypeError, ValueError):
+        return None
 
 
 def environment_has_pb2() -> bool:
