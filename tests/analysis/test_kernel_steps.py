@@ -289,3 +289,33 @@ def test_a_busy_single_gpu_job_gets_no_finding() -> None:
     )
     assert diagnosis.findings == []
     assert diagnosis.kernels.ranks[0].gpu_busy >= 0.95
+
+
+def test_not_on_gpu_where_the_listed_gpu_ran_under_half_a_percent_of_the_steps(
+    tmp_path: Path,
+) -> None:
+    # 10 steps of 1 ms; the model's matmul runs 0.9 ms on the CPU, and a stray kernel (a loss
+    # value moved to the GPU) runs `kernel_us` of each step on the GPU the trace lists.
+    def findings(kernel_us: float, gpu_listed: bool = True) -> list:
+        def body(n: int, t0: float) -> list[dict]:
+            corr = n + 1
+            return [
+                _cpu("aten::mm", t0 + 10, 900),
+                _launch(t0 + 950, corr),
+                _kernel(t0 + 955, kernel_us, corr),
+            ]
+
+        # Metadata first, as Kineto writes it.
+        gpus = [{"id": 0, "name": "NVIDIA H100"}] if gpu_listed else []
+        trace = {"deviceProperties": gpus, "traceEvents": _steps(10, 1000, body)}
+        path = tmp_path / "t.pt.trace.json"
+        path.write_text(json.dumps(trace))
+        return diagnose_traces([read_kineto(str(path))]).findings
+
+    (placed,) = findings(4)  # 0.4 % of each step: under the 0.5 % that NVML reads as no kernel
+    assert placed.code == "NOT_ON_GPU" and "almost no work" in placed.title
+    assert placed.evidence["gpu_busy"] == pytest.approx(0.004)
+    assert placed.evidence["cpu_ops_ms"] == {"aten::mm": 9.0}
+    assert placed.evidence["kernels_per_step"] == 1
+    assert "NOT_ON_GPU" not in {f.code for f in findings(6)}  # 0.6 %: the GPU does run work
+    assert "NOT_ON_GPU" not in {f.code for f in findings(4, gpu_listed=False)}  # no GPU seen

@@ -94,3 +94,33 @@ def test_syncs_the_trace_shows_costing_little_get_no_sync_finding() -> None:
         assert found(diagnosed("item_sync", variant), "SYNC_BOUND") is None
     syncs = {c.name for c in facts("item_sync", "slow").trace.syncs}
     assert "cudaStreamSynchronize" in syncs  # seen and timed, only cheap
+
+
+def _profile(scenario: str) -> Diagnosis:
+    """The scenario's own profiled run (torch.profiler in the job, not gpuwhy's window)."""
+    return diagnose_traces(load_traces(str(CAPTURE / scenario / "profile.trace.json.gz")))
+
+
+def test_a_model_left_on_the_cpu_beside_an_h200_is_not_on_gpu() -> None:
+    """The cpu_model scenario kept its model and batches on the CPU of a machine with an H200:
+    the trace lists the GPU and holds no device work; the heaviest operators are the model's
+    matrix products. The recording of the same scenario got the same code from NVML."""
+    diagnosis = _profile("cpu_model")
+    (finding,) = diagnosis.findings  # nothing else: the GPU idles because nothing runs on it
+    assert finding.code == "NOT_ON_GPU" and finding.severity.value == "error"
+    evidence = finding.evidence
+    assert evidence["gpus"] == {"0": "NVIDIA H200"}
+    assert evidence["gpu_busy"] == 0 and evidence["kernels_per_step"] == 0
+    assert evidence["steps"] == 6
+    assert any("mm" in name for name in evidence["cpu_ops_ms"])  # matmuls ran on the CPU
+    assert "model.to(device)" in finding.fix
+    recorded = (CAPTURE / "cpu_model" / "profiled.report.json").read_text()
+    assert '"NOT_ON_GPU"' in recorded
+
+
+def test_every_job_that_ran_on_the_gpu_is_on_it() -> None:
+    for scenario in ("healthy", "torch_loader", "tiny_batch", "item_sync"):
+        assert found(_profile(scenario), "NOT_ON_GPU") is None, scenario
+        for variant in ("slow", "fixed"):
+            if scenario != "healthy":
+                assert found(diagnosed(scenario, variant), "NOT_ON_GPU") is None, scenario

@@ -35,6 +35,7 @@ _DEVICE_CATS = {
 }
 _RUNTIME_CATS = {"cuda_runtime", "Runtime", "cuda_driver"}
 _CPU_CATS = {"cpu_op", "Operator", "user_annotation", "python_function"}
+_OPERATOR_CATS = {"cpu_op", "Operator"}  # the framework's operators (aten::mm...), old and new
 # Collectives and point-to-point transfers run as NCCL (NVIDIA) or RCCL (AMD) kernels.
 _COMM = re.compile(r"nccl|rccl", re.IGNORECASE)
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
@@ -191,6 +192,9 @@ def _take_events(trace: RankTrace, events: Iterable[Mapping[str, Any]]) -> None:
             _take_runtime(trace, name, start, end, args, event.get("tid"))
         elif cat in _CPU_CATS or cat is None:
             _take_cpu(trace, name, start, end, event.get("tid"))
+            if cat in _OPERATOR_CATS and not name.startswith("ProfilerStep"):  # older: cpu_op
+                trace.cpu_op_ns[name] = trace.cpu_op_ns.get(name, 0) + end - start
+                trace.cpu_op_calls[name] = trace.cpu_op_calls.get(name, 0) + 1
 
 
 def _thread(tid: Any) -> int:

@@ -81,6 +81,10 @@ class RankTrace:
     optimizer: list[HostCall] = field(default_factory=list)  # Optimizer.step#...
     syncs: list[HostCall] = field(default_factory=list)  # host blocked on the device
     backward_seen: bool = False  # autograd ran: a training job, not inference
+    # host operators (Kineto `cpu_op`): total time and calls per name, nested calls counted in
+    # their callers' time too (what ran on the CPU, for NOT_ON_GPU's evidence)
+    cpu_op_ns: dict[str, int] = field(default_factory=dict)
+    cpu_op_calls: dict[str, int] = field(default_factory=dict)
     events: int = 0  # trace events read
 
     def add_launch(self, start_ns: int, end_ns: int) -> None:

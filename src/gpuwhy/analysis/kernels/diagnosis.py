@@ -20,6 +20,7 @@ from gpuwhy.analysis.diagnose import DeviceStats, Diagnosis
 from gpuwhy.analysis.framework import Framework
 from gpuwhy.analysis.kernels.breakdown import temporal, without_last_step
 from gpuwhy.analysis.kernels.findings import CHECKS
+from gpuwhy.analysis.kernels.placement import not_on_gpu
 from gpuwhy.analysis.kernels.ranks import rank_imbalance
 from gpuwhy.analysis.kernels.steps import RankFacts, StepFacts, busy_timeline, rank_facts
 from gpuwhy.analysis.phases import PhaseStats, weighted_percentile
@@ -227,6 +228,10 @@ def diagnose_traces(traces: Sequence[RankTrace]) -> Diagnosis:
     for rank in facts:
         if not rank.marked:
             continue  # without steps the window holds start-up and pauses: no speed-up to give
+        placed = not_on_gpu(rank, name)
+        if placed is not None:  # the device idles because nothing runs on it: nothing else to say
+            findings.append(placed)
+            continue
         for check in CHECKS:
             finding = check(rank, name)
             if finding is not None:
