@@ -35,13 +35,20 @@ else
     bash scripts/system-packages.sh & packages=$!
     bash scripts/setup.sh
     bash scripts/zoo-deps.sh  # into .venv: after setup.sh, while the others go on
+fi
+# Lint and type-check once .venv is complete, while the other set-ups may still run.
+lint=0
+{
+    .venv/bin/python -m ruff check src tests bench examples &&
+        .venv/bin/python -m ruff format --check src tests bench examples &&
+        .venv/bin/python -m mypy
+} || lint=$?
+if [ "$fast" = 0 ]; then
     wait "$envs"
     wait "$packages"
 fi
+[ "$lint" = 0 ] || exit "$lint"
 export GPUWHY_TEST_ENVS="$PWD/.venvs"
-.venv/bin/python -m ruff check src tests bench examples
-.venv/bin/python -m ruff format --check src tests bench examples
-.venv/bin/python -m mypy
 # Two passes. First every test that measures no wall-clock time, one worker per core, a test
 # file per worker (a file's fixtures are built once). Then the `timing` tests, which hold
 # measured times to a truth, alone on a quiet machine. Both run even if the first fails; the

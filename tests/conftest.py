@@ -7,7 +7,9 @@ first attempt missed)``; the run's summary lists them, so a retry is seen, never
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 
@@ -43,6 +45,22 @@ def _private_cache_dir(
 ) -> None:
     """Keep gpuwhy's probe cache (and that of every subprocess) out of the user's home."""
     monkeypatch.setenv("GPUWHY_CACHE_DIR", str(tmp_path_factory.mktemp("gpuwhy-cache")))
+
+
+def _interrupt_state() -> tuple[object, bool]:
+    """How this process takes Ctrl-C: its SIGINT handler, and whether SIGINT is blocked.
+    Children inherit an ignored or blocked SIGINT: a test that leaves either behind makes every
+    later test's `gpuwhy` subprocess in the same worker deaf to Ctrl-C."""
+    return signal.getsignal(signal.SIGINT), signal.SIGINT in signal.pthread_sigmask(
+        signal.SIG_BLOCK, []
+    )
+
+
+@pytest.fixture(autouse=True)
+def _interrupts_left_as_found() -> Iterator[None]:
+    before = _interrupt_state()
+    yield
+    assert _interrupt_state() == before, "the test changed how this process takes Ctrl-C"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

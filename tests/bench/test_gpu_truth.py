@@ -84,6 +84,11 @@ def test_the_archive_fits_and_holds_a_recording_report_and_truth_per_run(
     assert 0 < archive.stat().st_size <= LIMIT
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())
+        junit = tar.extractfile("extras/pytest-gpu.xml")
+        assert junit is not None
+        suite = junit.read().decode()
+    # The GPU tests ran through the kit's path and, on a CPU, each skipped with its reason.
+    assert 'skipped="' in suite and 'errors="0"' in suite and 'failures="0"' in suite
     for scenario in SCENARIOS:
         # A dry run profiles one scenario per profiler path; a job with no profiler, none.
         profiled = scenario.profiler and scenario.name in DRY_PROFILED

@@ -16,7 +16,8 @@ from support import ROOT
 from support.trying import TRY_JOB as JOB
 from support.trying import gpuwhy_try
 
-pytestmark = [pytest.mark.slow, pytest.mark.timing]
+# The tests that compare speeds run alone (`timing`); those that check files and refusals do not.
+pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize(
@@ -67,6 +68,7 @@ def test_the_jobs_outputs_are_untouched(
     assert "the job wrote to its working directory during the runs: out/log.txt" in done.stdout
 
 
+@pytest.mark.timing
 def test_a_compute_bound_job_has_nothing_to_gain(tmp_path: Path) -> None:
     pytest.importorskip("tensorflow")
     report = tmp_path / "try.json"
@@ -80,6 +82,7 @@ def test_a_compute_bound_job_has_nothing_to_gain(tmp_path: Path) -> None:
     assert done.stdout.splitlines()[2].startswith("nothing to gain: ")
 
 
+@pytest.mark.timing
 def test_a_fix_that_cannot_help_is_not_called_a_win(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     report = tmp_path / "try.json"
@@ -96,6 +99,7 @@ def test_a_fix_that_cannot_help_is_not_called_a_win(tmp_path: Path) -> None:
     assert "no fix was measurably faster" in done.stdout
 
 
+@pytest.mark.timing
 def test_the_bundled_example_gets_its_fix_found_and_combined(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     report = tmp_path / "try.json"
@@ -153,6 +157,7 @@ def test_an_iterable_dataset_is_refused_not_repeated(tmp_path: Path) -> None:
     assert last.startswith("gpuwhy: try: INPUT_BOUND, but the input is an IterableDataset"), last
 
 
+@pytest.mark.timing
 def test_mixed_precision_is_applied_and_measured_like_any_fix(tmp_path: Path) -> None:
     """Opt-in, and here on a CPU, whose float16 is no faster: measured, never assumed a win."""
     pytest.importorskip("tensorflow")
