@@ -92,8 +92,8 @@ def register(subparsers: Any) -> None:
         default=None,
         help=f"profile STEPS training steps (default {PROFILE_STEPS}) after the first "
         f"{PROFILE_SKIP}, no code change, and add the kernel-level findings to the report: "
-        "PyTorch optimizer steps with torch.profiler, Keras train batches with the backend's "
-        "profiler (TensorFlow, JAX or torch); the trace is written beside the recording",
+        "PyTorch optimizer steps with torch.profiler; Keras train batches and TensorFlow/JAX "
+        "loops' steps with the backend's own profiler; the trace is written beside the recording",
     )
     metrics.add_argument(parser)
     fail_on.add_argument(parser)

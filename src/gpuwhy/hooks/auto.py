@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from gpuwhy.hooks import (
+    backend_window,
     emitter,
     framework_hooks,
     keras_patches,
@@ -52,6 +53,7 @@ def _patch_module(name: str, module: ModuleType) -> None:
         keras_patches.install(module)
     elif name == "tensorflow":
         framework_hooks.install_tensorflow()
+        backend_window.follow_plain_loops("tensorflow")
     elif name == "torch":
         framework_hooks.install_torch()
     elif name == "transformers.trainer":
@@ -62,6 +64,7 @@ def _patch_module(name: str, module: ModuleType) -> None:
         lightning_hooks.install(module)
     elif name == "jax":
         sync_counting.install_jax()
+        backend_window.follow_plain_loops("jax")
 
 
 class PostImportFinder(importlib.abc.MetaPathFinder):

@@ -9,7 +9,7 @@
   stamp is taken on Keras's callback thread after the logs were fetched, keeping Keras's
   asynchronous dispatch on; the callback never reads `self.model`, which syncs JAX state);
 - `steps_per_execution=N`: one step span per execution, `steps` = the batches it really ran;
-- `gpuwhy run --profile`: train batches open and close the profiler window (keras_window.py).
+- `gpuwhy run --profile`: train batches open and close the profiler window (backend_window.py).
 
 """
 
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from gpuwhy.hooks import emitter, keras_functions, keras_window, tracker
+from gpuwhy.hooks import backend_window, emitter, keras_functions, tracker
 from gpuwhy.hooks.attribution import DONE, EXPECT_DONE, OVERLAP, SRC_GRAPH, SRC_HOST
 
 _EXECS_KEPT = 1024  # executions remembered per phase to match late batch-end stamps
@@ -42,14 +42,14 @@ class KerasSpans:
         self._backend = "tensorflow"
         self._execs: dict[str, dict[int, int]] = {}  # phase -> {first batch: exec id}
         self._restore: list[Callable[[], None] | None] = []
-        self._window: keras_window.KerasWindow | None = None
+        self._window: backend_window.BackendWindow | None = None
 
     # phases -----------------------------------------------------------------------------
     @_safe
     def on_train_begin(self, logs: Any = None) -> None:
         self._in_fit += 1
         self._enter("train", "train_function")
-        self._window = keras_window.window_for(self._backend)
+        self._window = backend_window.window_for(self._backend)
 
     @_safe
     def on_train_end(self, logs: Any = None) -> None:

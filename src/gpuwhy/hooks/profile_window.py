@@ -8,8 +8,8 @@ attribute check per step. Anything that fails closes the window and is reported 
 training goes on.
 
 `Window` holds what every window shares; `TorchWindow` (here) opens `torch.profiler` over
-optimizer steps, `keras_window.KerasWindow` a backend's own profiler over Keras train batches.
-Only one window opens in a process: the first to start claims it.
+optimizer steps, `backend_window.BackendWindow` a backend's own profiler over Keras batches and
+plain TensorFlow/JAX loops. Only one window opens in a process: the first to start claims it.
 """
 
 from __future__ import annotations

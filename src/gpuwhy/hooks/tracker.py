@@ -41,8 +41,9 @@ CREATED_ATTR = "_gpuwhy_created_ns"
 clock: Callable[[], int] = time.monotonic_ns
 """The hooks' clock; tests may replace it."""
 
-on_step_closed: Callable[[str, int, int], None] | None = None
-"""`gpuwhy try` (try_fixes.py): given (phase, steps, end ns) of each closed step; may stop it."""
+on_step_closed: list[Callable[[str, int, int], None]] = []
+"""Each is given (phase, steps, end ns) of every closed step: `gpuwhy try` (try_fixes.py), which
+may stop the job there, and `gpuwhy run --profile` over a plain loop (backend_window.py)."""
 
 shows_training: Callable[[object], bool] | None = None
 """Set by framework_hooks: whether a plain loop over `source` would show its training to the
@@ -276,11 +277,11 @@ def close_step(st: ThreadState, t: int, *, last: bool = True) -> None:
         _next_index[step.phase] = step.index + steps
     st.prev_exec = step.exec_id
     st.implicit_end_ns = t
-    if on_step_closed is not None:
+    for hook in on_step_closed:
         try:
-            on_step_closed(step.phase, steps, t)
+            hook(step.phase, steps, t)
         except Exception as error:  # never into the user's loop
-            emitter.report_once("try.step", f"trial step hook failed: {error!r}")
+            emitter.report_once("step.hook", f"a step hook failed: {error!r}")
 
 
 def begin_step(t: int, *, steps: int = 1, expected: int | None = 1, mode: int = 0) -> int:

@@ -153,7 +153,7 @@ def from_environment(environ: Mapping[str, str] = os.environ) -> _Trial | None:
         emitter.report_once("try", f"{ENV_TRY} not understood ({error!r}): no trial")
         return None
     _trial = trial
-    tracker.on_step_closed = trial.on_step
+    tracker.on_step_closed.append(trial.on_step)
     emitter.on_exit(trial.report)
     return trial
 

@@ -1,20 +1,28 @@
-"""`gpuwhy run --profile` for Keras: the backend's own profiler over train batches.
+"""`gpuwhy run --profile` with a backend's own profiler, over steps seen as they begin.
 
-The gpuwhy Keras callback calls `on_batch_begin` at each train batch's begin hook (on the
-training thread, on every backend). Batch ``skip + 1`` starts the profiler and warms it up;
-batches ``skip + 2 .. skip + 1 + steps`` are profiled, each inside a root step marker named
-"train" with its number, which the trace readers take as the steps (XProf groups by the same
-markers); the next batch's begin, or the fit's end, stops the profiler, which writes the trace:
+Two callers tell a window that a training step begins (so the one before it ended):
+
+- the gpuwhy Keras callback, at each train batch's begin hook (on the training thread, on every
+  backend);
+- for a plain TensorFlow or JAX loop (`for batch in dataset:`, `gpuwhy.iterate`), the tracker
+  as it closes each step of the "train" phase that no framework loop owns: in such a loop a
+  step lasts from one pull to the next, so one closing is the next one beginning. An epoch's
+  first step then holds what ran since the last pull of the epoch before.
+
+Step ``skip + 1`` starts the profiler and warms it up; steps ``skip + 2 .. skip + 1 + steps``
+are profiled, each inside a root step marker named "train" with its number, which the trace
+readers take as the steps (XProf groups by the same markers); the next step's begin, or the
+fit's end, stops the profiler, which writes the trace:
 
 - TensorFlow: `tf.profiler.experimental.start/stop`, markers `tf.profiler.experimental.Trace`
   (`_r=1`); an `.xplane.pb` under ``plugins/profile/<run>/``;
 - JAX: `jax.profiler.start_trace/stop_trace`, markers `jax.profiler.StepTraceAnnotation`; the
   same layout;
-- torch: `torch.profiler.profile`, markers `record_function("ProfilerStep#N")` (the name
-  torch.profiler's own schedule gives a step); a Chrome trace per process.
+- torch (Keras on torch): `torch.profiler.profile`, markers `record_function("ProfilerStep#N")`
+  (the name torch.profiler's own schedule gives a step); a Chrome trace per process.
 
-An epoch's end closes the open marker (validation is not a train step). A fit that ends inside
-the window writes what it profiled.
+A Keras epoch's end closes the open marker (validation is not a train step). A fit that ends
+inside the window writes what it profiled.
 """
 
 from __future__ import annotations
@@ -119,8 +127,8 @@ def _newest(directory: Path, pattern: str) -> Path | None:
     return max(found, key=lambda path: path.stat().st_mtime_ns) if found else None
 
 
-class KerasWindow(Window):
-    """A window over Keras train batches (module doc)."""
+class BackendWindow(Window):
+    """A window over training steps, told of each as it begins (module doc)."""
 
     def __init__(self, skip: int, steps: int, directory: Path, profiler: _Profiler) -> None:
         super().__init__(skip, steps, directory)
@@ -129,7 +137,7 @@ class KerasWindow(Window):
         self.open_marker: Any = None
 
     def on_batch_begin(self) -> None:
-        """A train batch begins: the one before it (if any) ended."""
+        """A training step begins: the one before it (if any) ended."""
         if self.done:
             return
         self.seen += 1
@@ -196,17 +204,39 @@ class KerasWindow(Window):
         self.backend.stop(self.directory)
 
 
-_window: list[KerasWindow | None] = []  # the process's window, once asked for
+_windows: dict[str, BackendWindow | None] = {}  # per backend, once asked for
 
 
-def window_for(backend: str) -> KerasWindow | None:
-    """The process's Keras window if `gpuwhy run --profile` asked for one and `backend` has a
-    profiler gpuwhy opens; the same one on every call."""
-    if not _window:
+def window_for(backend: str) -> BackendWindow | None:
+    """The window `gpuwhy run --profile` asked for, with `backend`'s profiler (None where none
+    was asked for, or gpuwhy opens no profiler of that backend); the same one on every call.
+    Of several, the first to start claims the process (profile_window.Window.claim)."""
+    if backend not in _windows:
         bounds = asked()
         profiler = _PROFILERS.get(backend)
-        window = None if bounds is None or profiler is None else KerasWindow(*bounds, profiler())
-        _window.append(window)
+        window = None if bounds is None or profiler is None else BackendWindow(*bounds, profiler())
+        _windows[backend] = window
         if window is not None:
             emitter.on_exit(window.close)
-    return _window[0]
+    return _windows[backend]
+
+
+def follow_plain_loops(backend: str) -> None:
+    """Open the window over the steps of plain training loops (module doc), if one was asked
+    for: at the close of each "train" step that no framework loop (Keras `fit`) owns."""
+    window = window_for(backend)
+    if window is None or backend in _following:
+        return
+    _following.add(backend)
+
+    def on_step_closed(phase: str, steps: int, t: int) -> None:
+        if phase == "train" and not tracker.state().framework:
+            window.on_batch_begin()
+
+    # JAX's first: a JAX job fed by tf.data computes in JAX, and its window claims the process.
+    tracker.on_step_closed.insert(
+        0 if backend == "jax" else len(tracker.on_step_closed), on_step_closed
+    )
+
+
+_following: set[str] = set()

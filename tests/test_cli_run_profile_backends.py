@@ -1,6 +1,6 @@
-"""`gpuwhy run --profile` on Keras jobs: the backend's own profiler (TensorFlow, JAX, torch)
-opened over train batches with no code change; the trace read back with its step markers and
-folded into the run's report."""
+"""`gpuwhy run --profile` with a backend's own profiler (TensorFlow, JAX, torch), no code change:
+over Keras train batches, and over the steps of plain TensorFlow and JAX loops; the trace read
+back with its step markers and folded into the run's report."""
 
 from __future__ import annotations
 
@@ -55,11 +55,72 @@ print("trained", backend)
 """
 
 
+# A plain loop: a GradientTape step in a tf.function over a tf.data pipeline with a slow read
+# (TensorFlow), or a jitted step over a generator of NumPy batches through gpuwhy.iterate (JAX).
+_LOOP = """
+import sys, time
+import numpy as np
+STEPS, EPOCHS = int(sys.argv[1]), int(sys.argv[2])
+rng = np.random.default_rng(0)
+x = rng.random((16 * STEPS, 32), dtype="float32")
+y = rng.random((16 * STEPS, 1), dtype="float32")
+try:
+    import tensorflow as tf
+except ImportError:
+    tf = None
+if tf is not None:
+    def slow(a, b):
+        time.sleep(0.002)
+        return a, b
+
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(16).map(
+        lambda a, b: tf.numpy_function(slow, [a, b], [tf.float32, tf.float32])
+    )
+    w = tf.Variable(tf.zeros((32, 1)))
+
+    @tf.function
+    def step(a, b):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((a @ w - b) ** 2)
+        w.assign_sub(0.01 * tape.gradient(loss, w))
+
+    for epoch in range(EPOCHS):
+        for a, b in data:
+            step(a, b)
+    print("trained tensorflow")
+else:
+    import jax, jax.numpy as jnp
+    import gpuwhy
+
+    @jax.jit
+    def step(w, a, b):
+        return w - 0.01 * jax.grad(lambda w: jnp.mean((a @ w - b) ** 2))(w)
+
+    def batches():
+        for i in range(STEPS):
+            time.sleep(0.002)
+            yield x[16 * i : 16 * i + 16], y[16 * i : 16 * i + 16]
+
+    w = jnp.zeros((32, 1))
+    for epoch in range(EPOCHS):
+        for a, b in gpuwhy.iterate(batches()):
+            w = step(w, a, b)
+    w.block_until_ready()
+    print("trained jax")
+"""
+
+
 def _run(
-    tmp_path: Path, python: Path, backend: str, profile: str, steps: int, epochs: int
+    tmp_path: Path,
+    python: Path,
+    backend: str,
+    profile: str,
+    steps: int,
+    epochs: int,
+    job: str = _JOB,
 ) -> tuple[subprocess.CompletedProcess[str], dict]:
     script = tmp_path / "train.py"
-    script.write_text(_JOB)
+    script.write_text(job)
     record, report = tmp_path / "r.gpuwhy.db", tmp_path / "report.json"
     done = subprocess.run(
         [sys.executable, "-m", "gpuwhy", "run", "--record", str(record), "--profile", profile,
@@ -128,3 +189,29 @@ def test_a_keras_fit_shorter_than_the_window_keeps_what_it_profiled(tmp_path: Pa
     assert "2 steps after the first 10 (of 5 asked: the job ended inside the window)" in (
         done.stderr.replace("\n", " ")
     )
+
+
+@pytest.mark.slow
+def test_a_tensorflow_custom_loop_is_profiled_over_its_pulls(tmp_path: Path) -> None:
+    done, document = _run(tmp_path, framework_env("tf-cpu"), "tensorflow", "3", 20, 1, _LOOP)
+    _check_window(tmp_path, document, 3)
+    (trace,) = load_traces(str(tmp_path / "r.gpuwhy.profile"))
+    assert trace.format == "xplane"
+    assert "profiler window: 3 steps after the first 10" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_jax_loop_through_gpuwhy_iterate_is_profiled_with_jax_profiler(tmp_path: Path) -> None:
+    # The main environment has TensorFlow too: the job imports JAX only (TensorFlow is hidden),
+    # so the JAX window is the one that opens.
+    hidden = tmp_path / "hide"
+    (hidden / "tensorflow").mkdir(parents=True)
+    (hidden / "tensorflow" / "__init__.py").write_text("raise ImportError('hidden')\n")
+    script = _LOOP.replace(
+        "import sys, time", f"import sys, time\nsys.path.insert(0, {str(hidden)!r})", 1
+    )
+    done, document = _run(tmp_path, Path(sys.executable), "jax", "4", 12, 2, script)
+    _check_window(tmp_path, document, 4)
+    (trace,) = load_traces(str(tmp_path / "r.gpuwhy.profile"))
+    assert trace.format == "xplane" and trace.path.endswith(".xplane.pb")
+    assert "profiler window: 4 steps after the first 10" in done.stderr
