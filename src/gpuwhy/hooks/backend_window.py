@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwhy.hooks import emitter, tracker
-from gpuwhy.hooks.profile_window import Window, asked
+from gpuwhy.hooks.profile_window import Window, asked, torch_activities
 
 
 class _Profiler:
@@ -93,10 +93,7 @@ class _Torch(_Profiler):
     def start(self, directory: Path) -> None:
         import torch
 
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if torch.cuda.is_available():
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        self.session = torch.profiler.profile(activities=activities)
+        self.session = torch.profiler.profile(activities=torch_activities())
         self.session.start()
 
     def marker(self, number: int) -> Any:

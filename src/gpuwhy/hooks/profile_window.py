@@ -112,11 +112,8 @@ class TorchWindow(Window):
     def _start(self) -> None:
         import torch
 
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if torch.cuda.is_available():
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
         self.profiler = torch.profiler.profile(
-            activities=activities,
+            activities=torch_activities(),
             schedule=torch.profiler.schedule(wait=0, warmup=1, active=self.steps, repeat=1),
             on_trace_ready=self._export,
         )
@@ -148,6 +145,17 @@ class TorchWindow(Window):
     def _stop(self) -> None:
         if self.profiler is not None:
             self.profiler.stop()
+
+
+def torch_activities() -> list[Any]:
+    """What torch.profiler records: the CPU, and CUDA where a GPU is available (no stacks,
+    shapes or memory: they multiply the profiler's own cost)."""
+    import torch
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    return activities
 
 
 def asked(environ: Mapping[str, str] = os.environ) -> tuple[int, int, Path] | None:
