@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -189,19 +190,29 @@ def test_a_sync_every_step_that_drains_the_queue_is_sync_bound(tmp_path: Path) -
     assert "LAUNCH_BOUND" not in findings  # the sync explains the host wait
 
 
-def test_many_short_kernels_launched_one_by_one_are_launch_bound(tmp_path: Path) -> None:
-    # Each 2 µs kernel is launched by a 7 µs call that starts after the previous kernel ended:
-    # the device is busy 2 of every 10 µs.
+def _ten_kernels(
+    call_at: Callable[[int], float], call_us: float, kernel_at: Callable[[int], float]
+) -> Callable[[int, float], list[dict]]:
+    """A step's body: ten 2 µs kernels, the k-th launched by a `call_us` launch call at
+    `call_at(k)` and run at `kernel_at(k)`, µs after the step's start."""
+
     def body(n: int, t0: float) -> list[dict]:
         events = []
         for k in range(10):
             c = 100 * n + k + 1
             events += [
-                _runtime("cudaLaunchKernel", t0 + 10 * k + 1, 7, c),
-                _kernel(t0 + 10 * k + 8, 2, c),
+                _runtime("cudaLaunchKernel", t0 + call_at(k), call_us, c),
+                _kernel(t0 + kernel_at(k), 2, c),
             ]
         return events
 
+    return body
+
+
+def test_many_short_kernels_launched_one_by_one_are_launch_bound(tmp_path: Path) -> None:
+    # Each 2 µs kernel is launched by a 7 µs call that starts after the previous kernel ended:
+    # the device is busy 2 of every 10 µs.
+    body = _ten_kernels(lambda k: 10 * k + 1, 7, lambda k: 10 * k + 8)
     findings = {f.code: f for f in _diagnose(tmp_path, _steps(5, 100, body))}
     launch = findings["LAUNCH_BOUND"]
     assert launch.evidence["kernel_median_us"] < launch.evidence["launch_call_mean_us"]
@@ -213,25 +224,8 @@ def test_the_shape_of_the_hosts_wait_tells_launching_from_other_host_work(tmp_pa
     # µs. Launch-bound: ten 2 µs kernels a step, each issued 30 µs after the last ended by a
     # 3 µs launch call (eager dispatch: the launch call is a tenth of the wait). Then a step of
     # the same kernels run back to back after 1.5 ms of other host work (preprocessing).
-    def issued_one_by_one(n: int, t0: float) -> list[dict]:
-        events = []
-        for k in range(10):
-            c = 100 * n + k + 1
-            events += [
-                _runtime("cudaLaunchKernel", t0 + 32 * k + 27, 3, c),
-                _kernel(t0 + 32 * k + 30, 2, c),
-            ]
-        return events
-
-    def after_other_work(n: int, t0: float) -> list[dict]:
-        events = []
-        for k in range(10):
-            c = 100 * n + k + 1
-            events += [
-                _runtime("cudaLaunchKernel", t0 + 1500 + 3 * k, 3, c),
-                _kernel(t0 + 1530 + 2 * k, 2, c),
-            ]
-        return events
+    issued_one_by_one = _ten_kernels(lambda k: 32 * k + 27, 3, lambda k: 32 * k + 30)
+    after_other_work = _ten_kernels(lambda k: 1500 + 3 * k, 3, lambda k: 1530 + 2 * k)
 
     launch = {f.code: f for f in _diagnose(tmp_path, _steps(5, 320, issued_one_by_one))}
     assert "HOST_BOUND" not in launch
