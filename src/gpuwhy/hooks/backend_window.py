@@ -27,13 +27,12 @@ inside the window writes what it profiled.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from gpuwhy.hooks import emitter, tracker
-from gpuwhy.hooks.profile_window import Window, asked, torch_activities
+from gpuwhy.hooks.profile_window import Window, asked, torch_activities, torch_trace_path
 
 
 class _Profiler:
@@ -106,8 +105,7 @@ class _Torch(_Profiler):
         if session is None:
             return None
         session.stop()
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"rank{os.environ.get('RANK', '0')}.pid{os.getpid()}.pt.trace.json"
+        path = torch_trace_path(directory)
         session.export_chrome_trace(str(path))
         return path
 

@@ -121,9 +121,7 @@ class TorchWindow(Window):
 
     def _export(self, profiler: Any) -> None:
         started = time.perf_counter()
-        rank = os.environ.get("RANK", "0")
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / f"rank{rank}.pid{os.getpid()}.pt.trace.json"
+        path = torch_trace_path(self.directory)
         profiler.export_chrome_trace(str(path))
         self.export_s = time.perf_counter() - started
         self.path = path
@@ -145,6 +143,13 @@ class TorchWindow(Window):
     def _stop(self) -> None:
         if self.profiler is not None:
             self.profiler.stop()
+
+
+def torch_trace_path(directory: Path) -> Path:
+    """Where a process writes its torch.profiler trace: one file per rank and process (the
+    directory made if need be)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"rank{os.environ.get('RANK', '0')}.pid{os.getpid()}.pt.trace.json"
 
 
 def torch_activities() -> list[Any]:

@@ -50,7 +50,7 @@ def _fraction(steps: Sequence[StepFacts], part: Callable[[StepFacts], int]) -> f
     return sum(part(s) for s in steps) / total if total > 0 else 0.0
 
 
-def _who(facts: RankFacts) -> str:
+def who(facts: RankFacts) -> str:
     """ "rank 3: " in a multi-rank trace; nothing for a single trace without rank."""
     return f"rank {facts.trace.rank}: " if facts.trace.rank is not None else ""
 
@@ -77,7 +77,7 @@ def input_bound(facts: RankFacts, phase: str) -> Finding | None:
         code="INPUT_BOUND",
         severity=Severity.WARNING if high else Severity.INFO,
         title=(
-            f"{_who(facts)}the GPU idles {fraction:.0%} of the steps' time while the host "
+            f"{who(facts)}the GPU idles {fraction:.0%} of the steps' time while the host "
             f"loads data ({'highly' if high else 'moderately'} input-bound)"
         ),
         evidence={
@@ -165,7 +165,7 @@ def host_wait(facts: RankFacts, phase: str) -> Finding | None:
             code="LAUNCH_BOUND",
             severity=Severity.WARNING,
             title=(
-                f"{_who(facts)}the GPU waits for the host to launch kernels {fraction:.0%} of "
+                f"{who(facts)}the GPU waits for the host to launch kernels {fraction:.0%} of "
                 f"the steps' time ({kernels:.0f} short kernels a step)"
             ),
             evidence=evidence,
@@ -177,7 +177,7 @@ def host_wait(facts: RankFacts, phase: str) -> Finding | None:
         code="HOST_BOUND",
         severity=Severity.WARNING,
         title=(
-            f"{_who(facts)}the GPU waits for the host {fraction:.0%} of the steps' time, "
+            f"{who(facts)}the GPU waits for the host {fraction:.0%} of the steps' time, "
             + (
                 f"{short_share:.0%} of it in short gaps between operators: the host's Python "
                 "and dispatch per operator take longer than the kernels"
@@ -216,7 +216,7 @@ def sync_bound(facts: RankFacts, phase: str) -> Finding | None:
         code="SYNC_BOUND",
         severity=Severity.WARNING,
         title=(
-            f"{_who(facts)}the host waits for the GPU inside the steps, then the GPU idles "
+            f"{who(facts)}the host waits for the GPU inside the steps, then the GPU idles "
             f"{fraction:.0%} of the steps' time until the host launches again"
         ),
         evidence={
@@ -264,7 +264,7 @@ def pageable_copy(facts: RankFacts, phase: str) -> Finding | None:
         code="PAGEABLE_COPY",
         severity=Severity.WARNING if high else Severity.INFO,
         title=(
-            f"{_who(facts)}copies from pageable host memory take {fraction:.0%} of the steps' "
+            f"{who(facts)}copies from pageable host memory take {fraction:.0%} of the steps' "
             "time on the GPU"
         ),
         evidence={
@@ -314,7 +314,7 @@ def exposed_comms(facts: RankFacts, phase: str) -> Finding | None:
         code="EXPOSED_COMMS",
         severity=Severity.WARNING,
         title=(
-            f"{_who(facts)}collectives run with no compute beside them {fraction:.0%} of the "
+            f"{who(facts)}collectives run with no compute beside them {fraction:.0%} of the "
             "steps' time"
         ),
         evidence={

@@ -10,6 +10,7 @@ copies and sets under 0.5 % of the steps' time: the trace's exact form of the re
 
 from __future__ import annotations
 
+from gpuwhy.analysis.kernels.findings import who
 from gpuwhy.analysis.kernels.steps import RankFacts
 from gpuwhy.analysis.rules.placement import FIXES, NO_KERNEL_UTIL_PCT
 from gpuwhy.model import Finding, Severity
@@ -33,12 +34,11 @@ def not_on_gpu(facts: RankFacts, phase: str) -> Finding | None:
     if time_ns <= 0 or busy_ns / time_ns >= NO_DEVICE_WORK_FRACTION:
         return None
     heaviest = sorted(trace.cpu_op_ns.items(), key=lambda item: (-item[1], item[0]))
-    who = f"rank {trace.rank}: " if trace.rank is not None else ""
     return Finding(
         code="NOT_ON_GPU",
         severity=Severity.ERROR,
         title=(
-            f"{who}{len(steps)} profiled steps ran with {_gpus(trace.devices)} present and "
+            f"{who(facts)}{len(steps)} profiled steps ran with {_gpus(trace.devices)} present and "
             f"{'no' if busy_ns == 0 else 'almost no'} work on it: the job's operators ran on "
             "the CPU"
         ),
