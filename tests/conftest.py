@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -47,12 +48,27 @@ def _private_cache_dir(
     monkeypatch.setenv("GPUWHY_CACHE_DIR", str(tmp_path_factory.mktemp("gpuwhy-cache")))
 
 
-def _interrupt_state() -> tuple[object, bool]:
-    """How this process takes Ctrl-C: its SIGINT handler, and whether SIGINT is blocked.
-    Children inherit an ignored or blocked SIGINT: a test that leaves either behind makes every
-    later test's `gpuwhy` subprocess in the same worker deaf to Ctrl-C."""
-    return signal.getsignal(signal.SIGINT), signal.SIGINT in signal.pthread_sigmask(
-        signal.SIG_BLOCK, []
+def _interrupt_state() -> tuple[object, bool, str]:
+    """How this process takes Ctrl-C: its SIGINT handler, whether SIGINT is blocked, and the
+    kernel's own view (`SigIgn`/`SigBlk` in /proc), which also shows what a C library changed
+    behind Python's back. Children inherit an ignored or blocked SIGINT: a test that leaves
+    either behind makes every later test's `gpuwhy` subprocess in the same worker deaf to
+    Ctrl-C."""
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    return signal.getsignal(signal.SIGINT), blocked, _kernel_interrupt_state()
+
+
+def _kernel_interrupt_state() -> str:
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return "unknown"
+    bit = 1 << (signal.SIGINT - 1)
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    return " ".join(
+        f"{name}={'yes' if int(fields[name], 16) & bit else 'no'}"
+        for name in ("SigIgn", "SigBlk")
+        if name in fields
     )
 
 
@@ -60,7 +76,8 @@ def _interrupt_state() -> tuple[object, bool]:
 def _interrupts_left_as_found() -> Iterator[None]:
     before = _interrupt_state()
     yield
-    assert _interrupt_state() == before, "the test changed how this process takes Ctrl-C"
+    after = _interrupt_state()
+    assert after == before, f"the test changed how this process takes Ctrl-C: {before} -> {after}"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -300,8 +300,15 @@ def test_ctrl_c_stops_doctor_and_its_probes(tmp_path: Path) -> None:
     while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
     probe = int(marker.read_text())
+    signals = Path(f"/proc/{doctor.pid}/status").read_text()  # if it stays deaf: why
     doctor.send_signal(signal.SIGINT)
-    _, stderr = doctor.communicate(timeout=30)
+    try:
+        _, stderr = doctor.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        doctor.kill()
+        doctor.communicate()
+        masks = [line for line in signals.splitlines() if line.startswith("Sig")]
+        raise AssertionError(f"doctor ignored Ctrl-C for 30 s: {masks}") from None
     assert doctor.returncode == 130 and stderr == "gpuwhy: interrupted\n"
     deadline = time.monotonic() + 5
     while _running(probe) and time.monotonic() < deadline:
