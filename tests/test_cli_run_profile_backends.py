@@ -194,7 +194,9 @@ def test_a_tensorflow_custom_loop_is_profiled_over_its_pulls(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_a_jax_loop_through_gpuwhy_iterate_is_profiled_with_jax_profiler(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batches", ["gpuwhy.iterate(batches())", "batches()"])
+def test_a_jax_loop_is_profiled_with_jax_profiler(tmp_path: Path, batches: str) -> None:
+    """Its steps seen through gpuwhy.iterate, or through the compiled train step's calls."""
     # The main environment has TensorFlow too: the job imports JAX only (TensorFlow is hidden),
     # so the JAX window is the one that opens.
     hidden = tmp_path / "hide"
@@ -202,7 +204,7 @@ def test_a_jax_loop_through_gpuwhy_iterate_is_profiled_with_jax_profiler(tmp_pat
     (hidden / "tensorflow" / "__init__.py").write_text("raise ImportError('hidden')\n")
     script = _LOOP.replace(
         "import sys, time", f"import sys, time\nsys.path.insert(0, {str(hidden)!r})", 1
-    )
+    ).replace("gpuwhy.iterate(batches())", batches)
     done, document = _run(tmp_path, Path(sys.executable), "jax", "4", 12, 2, script)
     _check_window(tmp_path, document, 4)
     (trace,) = load_traces(str(tmp_path / "r.gpuwhy.profile"))

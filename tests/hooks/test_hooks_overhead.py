@@ -170,3 +170,37 @@ def test_the_mode_wrapper_costs_little_per_module_a_trainer_switches(collected: 
     per_module = added / 101
     print(f"\nmode wrapper: {added / 1e3:.1f} µs per train(), {per_module:.0f} ns per module")
     assert per_module < 2_000
+
+
+@pytest.mark.slow
+def test_a_compiled_jax_step_costs_about_a_microsecond_more(hooks: Collected) -> None:
+    """A train step compiled with `jax.jit` under the hooks (jax_steps.py: the wrapper and the
+    step boundary it marks), against the same step compiled before them."""
+    jax = pytest.importorskip("jax")
+    from gpuwhy.hooks import jax_steps
+
+    def step(w: object) -> object:
+        return w - 0.1 * jax.grad(lambda w: (w * w).sum())(w)
+
+    def calls(function: Callable[[object], object]) -> Callable[[int], None]:
+        def body(n: int) -> None:
+            w = jax.numpy.ones(4)
+            for _ in range(n):
+                w = function(w)
+
+        return body
+
+    auto.uninstall()
+    plain_step = jax.jit(step)
+    auto.install({})  # jax is imported already: patched at once
+    hooked_step = jax.jit(step)
+    assert isinstance(hooked_step, jax_steps.Compiled) and not isinstance(
+        plain_step, type(hooked_step)
+    )
+    calls(hooked_step)(1)  # compiled, and known to train
+    assert hooked_step._gpuwhy_trains
+    hooked = best_ns_per_call(calls(hooked_step), 20_000)
+    plain = best_ns_per_call(calls(plain_step), 20_000)
+    print(f"\njax.jit train step: {plain:.0f} -> {hooked:.0f} ns per call")
+    assert hooked - plain < 8_000
+    assert len(hooks.spans()) > 20_000  # every call a step boundary (none owns the steps)

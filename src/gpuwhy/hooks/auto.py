@@ -23,6 +23,7 @@ from gpuwhy.hooks import (
     backend_window,
     emitter,
     framework_hooks,
+    jax_steps,
     keras_patches,
     lightning_hooks,
     patching,
@@ -42,8 +43,8 @@ FRAMEWORKS: dict[str, tuple[str, ...]] = {
     "lightning": ("lightning.pytorch", "pytorch_lightning"),
     "transformers": ("transformers.trainer",),
     "accelerate": ("accelerate.data_loader",),
-    # JAX loops are seen through their input; of JAX itself only the host reads of arrays are
-    # wrapped, to count syncs. Its import is noted, so that a JAX job is known as one.
+    # JAX loops are seen through their input, else through their compiled train step
+    # (jax_steps.py); the host reads of arrays are wrapped to count syncs.
     "jax": ("jax",),
 }
 
@@ -64,6 +65,7 @@ def _patch_module(name: str, module: ModuleType) -> None:
         lightning_hooks.install(module)
     elif name == "jax":
         sync_counting.install_jax()
+        jax_steps.install()
         backend_window.follow_plain_loops("jax")
 
 

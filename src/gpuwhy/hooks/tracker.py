@@ -45,6 +45,10 @@ on_step_closed: list[Callable[[str, int, int], None]] = []
 """Each is given (phase, steps, end ns) of every closed step: `gpuwhy try` (try_fixes.py), which
 may stop the job there, and `gpuwhy run --profile` over a plain loop (backend_window.py)."""
 
+before_finalize: list[Callable[[int], None]] = []
+"""Each is given the exit time first, to close what only it knows the end of: a JAX evaluation
+after the last train step (jax_steps.py)."""
+
 shows_training: Callable[[object], bool] | None = None
 """Set by framework_hooks: whether a plain loop over `source` would show its training to the
 hooks (`trained()`), so that its implicit phase can be named by what it does."""
@@ -486,6 +490,11 @@ def _owner_gone_callback(st: ThreadState) -> Callable[[weakref.ref[Any]], None]:
 def finalize(t: int) -> None:
     """Interpreter exit: an implicit phase ends with its last closed step; an open step whose
     end was never seen is dropped (its end would be the program's teardown, not training)."""
+    for hook in before_finalize:
+        try:
+            hook(t)
+        except Exception as error:
+            emitter.report_once("step.hook", f"an exit hook failed: {error!r}")
     st = state()
     if st.step is not None and st.phases:
         st.phases[-1][3] += st.step.syncs  # the step is dropped, its syncs stay in its phase

@@ -1,0 +1,214 @@
+"""Steps of a plain JAX loop, seen through its compiled train step.
+
+A JAX loop over a Python generator or NumPy batches pulls from nothing gpuwhy hooks, and JAX
+has no optimizer object whose step could be seen. What every such loop does have is a compiled
+step function (`jax.jit`, `jax.pmap`; `flax.nnx.jit` calls `jax.jit`) that takes gradients
+while it is traced. So:
+
+- `jax.jit` and `jax.pmap` hand back the compiled function wrapped in `Compiled`, which calls
+  it unchanged and lends every attribute (`lower`, `trace`, `clear_cache`...) from it.
+- `jax.grad`, `jax.value_and_grad` and `jax.vjp` note, when they run while a compiled function
+  is being traced, that the outermost one trains.
+- A call of a training function from the loop itself (not from inside another trace) is a
+  step boundary at its return, as a torch optimizer step is (`tracker.boundary`): used only
+  where nothing else (a framework loop, `gpuwhy.step()`, a hooked iterator) defines steps. The
+  first call's tracing and compiling end before the first step begins.
+- A function that does not train, called `EVAL_CALLS` times or more between two train calls,
+  is an evaluation: that span becomes a "validation" phase (`tracker.model_mode`), as a torch
+  model's `.eval()` ... `.train()` does. A helper called once a step is not one.
+
+Reads of the generator are not timed: the steps have no data wait (wrap the batches in
+`gpuwhy.iterate` for it).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
+
+from gpuwhy.hooks import emitter, patching, tracker
+
+EVAL_CALLS = 2
+"""Calls of one non-training compiled function between two train calls that make the span an
+evaluation: an evaluation loop runs its step once a batch, over several batches."""
+
+_local = threading.local()
+
+
+class _Between:
+    """What this thread's loop called since its last train call."""
+
+    __slots__ = ("first_ns", "last_ns", "others", "trained")
+
+    def __init__(self) -> None:
+        self.trained = False  # a train call was seen: a later non-training loop evaluates
+        self.first_ns = 0  # when the first non-training call since then began
+        self.last_ns = 0  # when the last one returned
+        self.others: dict[int, int] = {}  # id(Compiled) -> calls since the last train call
+
+
+def _stack() -> list[Compiled]:
+    stack: list[Compiled] | None = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+def _between() -> _Between:
+    between: _Between | None = getattr(_local, "between", None)
+    if between is None:
+        between = _local.between = _Between()
+    return between
+
+
+class Compiled:
+    """A compiled JAX function as the job sees it: called as it was, every attribute its own."""
+
+    def __init__(self, compiled: Callable[..., Any]) -> None:
+        self._gpuwhy_compiled = compiled
+        self._gpuwhy_trains = False
+        functools.update_wrapper(self, compiled)
+        self.__wrapped__ = getattr(compiled, "__wrapped__", compiled)  # the user's function
+
+    def __getattr__(self, name: str) -> Any:  # only for what the instance does not have
+        if name.startswith("_gpuwhy_"):  # not set yet (a copy being made): never recurse
+            raise AttributeError(name)
+        return getattr(self._gpuwhy_compiled, name)
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        """A compiled function set on a class is a method, as the original is."""
+        return self if instance is None else types.MethodType(self, instance)
+
+    def __repr__(self) -> str:
+        return repr(self._gpuwhy_compiled)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        stack = _stack()
+        stack.append(self)
+        if len(stack) > 1:  # traced inside another compiled function: no call of the loop
+            try:
+                return self._gpuwhy_compiled(*args, **kwargs)
+            finally:
+                stack.pop()
+        started = tracker.clock()
+        try:
+            result = self._gpuwhy_compiled(*args, **kwargs)
+        finally:
+            stack.pop()
+        try:
+            _called(self, started, tracker.clock())
+        except Exception as error:  # never into the user's loop
+            emitter.report_once("jax.steps", f"JAX step hook failed: {error!r}")
+        return result
+
+
+def _called(compiled: Compiled, started: int, ended: int) -> None:
+    between = _between()
+    if compiled._gpuwhy_trains:
+        _evaluation_ends(between, started)
+        between.trained = True
+        tracker.trained()
+        tracker.boundary(ended)
+    elif between.trained:
+        if not between.others:
+            between.first_ns = started
+        key = id(compiled)
+        between.others[key] = between.others.get(key, 0) + 1
+        between.last_ns = ended
+
+
+def _evaluation_ends(between: _Between, t: int) -> None:
+    """What ran since the last train call was an evaluation if one function ran often enough:
+    a "validation" phase from its first call to `t`."""
+    if between.others and max(between.others.values()) >= EVAL_CALLS:
+        tracker.model_mode(False, between.first_ns)
+        tracker.model_mode(True, t)
+    between.others.clear()
+
+
+def _at_exit(t: int) -> None:
+    """An evaluation after the last train call ends with its last call."""
+    between = _between()
+    if between.others:
+        _evaluation_ends(between, between.last_ns)
+
+
+def _note_gradient() -> None:
+    stack = _stack()
+    if stack:
+        stack[0]._gpuwhy_trains = True
+
+
+def _compiling(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`jax.jit`/`jax.pmap`, also as a decorator factory (`jax.jit(static_argnums=...)`)."""
+
+    @functools.wraps(original)
+    def compile_(*args: Any, **kwargs: Any) -> Any:
+        made = original(*args, **kwargs)
+        if args or "fun" in kwargs:
+            return _wrapped(args[0] if args else kwargs["fun"], made)
+
+        @functools.wraps(made)
+        def decorate(fun: Callable[..., Any]) -> Any:
+            return _wrapped(fun, made(fun))
+
+        return decorate
+
+    return compile_
+
+
+def _wrapped(fun: object, made: Any) -> Any:
+    """JAX's own compiled helpers (`jax.nn`, `jax.scipy`... made on their first import) are
+    nobody's loop: left as they are."""
+    module = getattr(fun, "__module__", None) or ""
+    if module.split(".", 1)[0] in ("jax", "jaxlib"):
+        return made
+    return Compiled(made)
+
+
+def _gradient_transform(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`jax.grad`/`jax.value_and_grad`: the function they make notes that it runs."""
+
+    @functools.wraps(original)
+    def transform(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        made = original(fun, *args, **kwargs)
+
+        @functools.wraps(made)
+        def gradient(*call_args: Any, **call_kwargs: Any) -> Any:
+            _note_gradient()
+            return made(*call_args, **call_kwargs)
+
+        return gradient
+
+    return transform
+
+
+def _gradient_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`jax.vjp`: notes that it runs."""
+
+    @functools.wraps(original)
+    def vjp(*args: Any, **kwargs: Any) -> Any:
+        _note_gradient()
+        return original(*args, **kwargs)
+
+    return vjp
+
+
+def install() -> None:
+    """Wrap `jax.jit`/`jax.pmap` and the gradient entry points of the `jax` namespace."""
+    jax = sys.modules.get("jax")
+    names = ("jit", "pmap", "grad", "value_and_grad", "vjp")
+    if jax is None or not all(callable(getattr(jax, name, None)) for name in names):
+        emitter.report_once("jax.steps", "JAX steps not seen: module layout changed")
+        return
+    for name in ("jit", "pmap"):
+        patching.patch(jax, name, _compiling)
+    for name in ("grad", "value_and_grad"):
+        patching.patch(jax, name, _gradient_transform)
+    patching.patch(jax, "vjp", _gradient_call)
+    if _at_exit not in tracker.before_finalize:
+        tracker.before_finalize.append(_at_exit)

@@ -1,0 +1,159 @@
+"""End to end: JAX loops over plain Python batches, which no hooked iterator times, under
+`gpuwhy run`: their steps come from the compiled train step (jax_steps.py), their evaluations
+are phases of their own, and the compiled functions behave for the job as they did."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("jax")
+pytestmark = pytest.mark.slow
+
+EPOCHS, TRAIN_CALLS, EVAL_BATCHES, EVAL_SLEEP_S = 3, 10, 4, 0.02
+
+JAX_JOB = textwrap.dedent(
+    f"""
+    import functools, time
+    import jax, jax.numpy as jnp, numpy as np
+
+    @jax.jit
+    def train_step(w, x, y):
+        loss, grad = jax.value_and_grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)
+        return w - 0.1 * grad, loss
+
+    @jax.jit
+    def metric(loss):  # a helper called once a step: no evaluation
+        return loss * 2
+
+    @jax.jit(static_argnames="power")  # the decorator-factory form
+    def eval_step(w, x, power):
+        return jnp.mean((x @ w) ** power)
+
+    class Model:
+        @functools.partial(jax.jit, static_argnums=0)
+        def predict(self, x):  # a compiled method: bound as before
+            return x.sum()
+
+    # The compiled function keeps its own API.
+    assert "PjitFunction" in repr(train_step), repr(train_step)
+    assert train_step.lower(jnp.zeros(8), jnp.zeros((4, 8)), jnp.zeros(4)).compile()
+    assert float(Model().predict(jnp.ones(3))) == 3.0
+
+    rng = np.random.default_rng(0)
+    w = jnp.zeros(8)
+    for epoch in range({EPOCHS}):
+        for _ in range({TRAIN_CALLS}):
+            x = rng.random((16, 8), dtype=np.float32)
+            w, loss = train_step(w, x, x.sum(1))
+            metric(loss)
+        for _ in range({EVAL_BATCHES}):
+            time.sleep({EVAL_SLEEP_S})  # a slow host-side read of each validation batch
+            eval_step(w, x, power=2)
+    print(f"final {{float(loss):.8f}} {{float(eval_step(w, x, power=2)):.8f}}")
+    """
+)
+
+
+def _watched_and_bare(tmp_path: Path, job: str) -> dict[str, dict[str, object]]:
+    """Run `job` under `gpuwhy run` and alone: its output must be the same; the report's
+    phases."""
+    script = tmp_path / "job.py"
+    script.write_text(job)
+    watched = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuwhy",
+            "run",
+            "--quiet",
+            "--record",
+            str(tmp_path / "job.db"),
+            "--json",
+            str(tmp_path / "job.json"),
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert watched.returncode == 0, watched.stderr[-3000:]
+    bare = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert bare.returncode == 0, bare.stderr[-3000:]
+    assert watched.stdout == bare.stdout and bare.stdout.startswith("final ")
+    report = json.loads((tmp_path / "job.json").read_text())
+    assert report["framework"] == "jax"
+    return report["phases"]  # type: ignore[no-any-return]
+
+
+def test_a_plain_jax_loop_has_its_train_steps_and_its_evaluations(tmp_path: Path) -> None:
+    phases = _watched_and_bare(tmp_path, JAX_JOB)
+    # Each epoch's ten train calls bound nine whole steps; the tenth step's end is the
+    # evaluation's start, and the evaluation is no step of the training. The helper called
+    # once a step makes no evaluation.
+    assert phases["train"]["steps"] == EPOCHS * (TRAIN_CALLS - 1)
+    validation = phases["validation"]
+    # All three evaluations, the last one too (it ends with its last call, at exit).
+    assert validation["rounds"] == EPOCHS
+    assert validation["time_s"] >= EPOCHS * (EVAL_BATCHES - 1) * EVAL_SLEEP_S
+    assert phases["train"]["data_wait_fraction"] is None  # the batches' reads are not timed
+
+
+NNX_JOB = textwrap.dedent(
+    """
+    import numpy as np, optax
+    from flax import nnx
+
+    class MLP(nnx.Module):
+        def __init__(self, rngs):
+            self.hidden = nnx.Linear(16, 32, rngs=rngs)
+            self.out = nnx.Linear(32, 2, rngs=rngs)
+
+        def __call__(self, x):
+            return self.out(nnx.relu(self.hidden(x)))
+
+    model = MLP(nnx.Rngs(0))
+    optimizer = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
+
+    @nnx.jit
+    def train_step(model, optimizer, x, y):
+        def loss_fn(model):
+            return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
+        loss, grads = nnx.value_and_grad(loss_fn)(model)
+        optimizer.update(model, grads)
+        return loss
+
+    @nnx.jit
+    def eval_step(model, x, y):
+        return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
+
+    rng = np.random.default_rng(0)
+    x = rng.random((256, 16), dtype=np.float32)
+    y = (x[:, 0] > 0.5).astype(np.int32)
+    for epoch in range(2):
+        for i in range(0, 256, 32):
+            loss = train_step(model, optimizer, x[i : i + 32], y[i : i + 32])
+        for i in range(0, 96, 32):
+            eval_step(model, x[i : i + 32], y[i : i + 32])
+    print(f"final {float(loss):.8f}")
+    """
+)
+
+
+def test_a_flax_nnx_loop_is_seen_through_nnx_jit(tmp_path: Path) -> None:
+    pytest.importorskip("flax.nnx")
+    pytest.importorskip("optax")
+    phases = _watched_and_bare(tmp_path, NNX_JOB)
+    assert phases["train"]["steps"] == 2 * (8 - 1)  # 8 train calls an epoch, then 3 eval calls
+    assert phases["validation"]["rounds"] == 2
