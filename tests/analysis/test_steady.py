@@ -67,12 +67,72 @@ def test_uniformly_slow_steps_stay_steady() -> None:
 
 
 def test_at_most_half_of_a_rounds_steps_are_warm_up() -> None:
-    # A round whose steps are all far slower than the phase's median (another round sets it)
-    # keeps at least half of them steady.
-    slow, t = _round(0, [200.0] * 4, wait_ms=0)
-    fast, end = _round(t, [10.0] * 20, wait_ms=0)
-    train = phase_stats(slow + fast, 0, end)["train"]
-    assert train.warmup_steps == 2
+    # A later round whose steps are all far slower than the phase's median (another round sets
+    # it) keeps at least half of them steady.
+    fast, t = _round(0, [10.0] * 20, wait_ms=0)
+    slow, end = _round(t, [200.0] * 4, wait_ms=0)
+    train = phase_stats(fast + slow, 0, end)["train"]
+    assert train.warmup_steps == 2 and train.cold_round_steps == 0
+
+
+def test_a_cold_first_round_is_one_time_work_as_a_whole(tmp_path: Path) -> None:
+    # A tf.data map followed by `cache()`: the first epoch's 20 pulls run the 11 ms map, the
+    # three later epochs read the cache (0.3 ms of a 1.3 ms step).
+    spans, t = _round(0, [12.0] * 20, wait_ms=11)
+    for _ in range(3):
+        later, t = _round(t, [1.3] * 20, wait_ms=0.3)
+        spans += later
+    train = phase_stats(spans, 0, t)["train"]
+    assert train.cold_round_steps == 20 and train.cold_round_s == pytest.approx(0.24)
+    assert train.warmup_steps == 0 and train.rounds_warmed == 0
+    assert train.steady_steps == 60 and train.steady_time_s == pytest.approx(60 * 0.0013)
+    assert train.one_time_s == pytest.approx(0.24)
+    assert train.data_wait_fraction == pytest.approx(0.3 / 1.3)  # the cached epochs' wait
+    assert train.repeated_warmup_s == pytest.approx(0.0)
+    run = Run(tmp_path / "r.db", duration_s=1.0)
+    run.event(0.01, "hook", "tf.data", framework="tensorflow")
+    begin = 0.05
+    t = run.steps("train", begin, 20, 0.012, wait_s=0.011)
+    run.phase("train", begin, t)
+    for _ in range(3):
+        start = t
+        t = run.steps("train", t, 20, 0.0013, wait_s=0.0003)
+        run.phase("train", start, t)
+    with run.close() as recording:
+        diagnosis = diagnose(recording)
+    by_code = {f.code: f for f in diagnosis.findings}
+    once = by_code["ONE_TIME_WORK"]
+    assert "a first round slower than the later ones" in once.title
+    assert once.evidence["cold_round_steps"] == 20
+    assert "ds.cache('/path/to/cache')" in once.fix and once.speedup is None
+    # The cached epochs wait 18 ms in all, under 2 % of the run: the filling epoch's 220 ms of
+    # waiting is no input-bound finding (half of it counted as steady steps would have made one).
+    assert "INPUT_BOUND" not in by_code
+
+
+def test_a_first_round_under_three_times_slower_is_not_cold() -> None:
+    spans, t = _round(0, [2.5] * 20, wait_ms=1)
+    later, end = _round(t, [1.0] * 20, wait_ms=0.2)
+    train = phase_stats(spans + later, 0, end)["train"]
+    assert train.cold_round_steps == 0 and train.steady_steps == 40
+
+
+def test_a_single_round_is_never_cold() -> None:
+    spans, end = _round(0, [12.0] * 10 + [1.0] * 30, wait_ms=0.5)
+    train = phase_stats(spans, 0, end)["train"]
+    assert train.cold_round_steps == 0 and train.steady_steps >= 30
+
+
+def test_warm_up_after_a_cold_first_round_is_all_repeated() -> None:
+    # Each later epoch starts its iterator again (a 50 ms first step): the cold first round is
+    # the start-up, so every later warm-up is work a change removes.
+    spans, t = _round(0, [12.0] * 20, wait_ms=11)
+    for _ in range(2):
+        later, t = _round(t, [50.0] + [1.0] * 20, wait_ms=0.2)
+        spans += later
+    train = phase_stats(spans, 0, t)["train"]
+    assert train.cold_round_steps == 20 and train.rounds_warmed == 2
+    assert train.repeated_warmup_s == pytest.approx(2 * 0.05)
 
 
 def test_a_wait_kept_before_its_step_starts_the_steady_interval() -> None:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from hooks.test_hooks_sync_path import gpuwhy_run
+
 pytest.importorskip("jax")
 pytestmark = pytest.mark.slow
 
@@ -65,28 +67,7 @@ def _watched_and_bare(tmp_path: Path, job: str) -> dict[str, dict[str, object]]:
     phases."""
     script = tmp_path / "job.py"
     script.write_text(job)
-    watched = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpuwhy",
-            "run",
-            "--quiet",
-            "--record",
-            str(tmp_path / "job.db"),
-            "--json",
-            str(tmp_path / "job.json"),
-            "--",
-            sys.executable,
-            str(script),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=tmp_path,
-    )
-    assert watched.returncode == 0, watched.stderr[-3000:]
+    watched = gpuwhy_run(tmp_path, sys.executable, str(script))
     bare = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False
     )

@@ -48,7 +48,9 @@ def job_python() -> str:
     return sys.executable
 
 
-def gpuwhy_run(tmp_path: Path, *command: str) -> Path:
+def gpuwhy_run(tmp_path: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    """`command` under `gpuwhy run`, recording to tmp_path/job.gpuwhy.db with the JSON report
+    in tmp_path/job.json; it must exit 0."""
     record = tmp_path / "job.gpuwhy.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run(
@@ -72,11 +74,12 @@ def gpuwhy_run(tmp_path: Path, *command: str) -> Path:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return record
+    return done
 
 
 def test_counted_syncs_reach_the_rule_through_a_real_recording(tmp_path: Path) -> None:
-    record = gpuwhy_run(tmp_path, job_python(), "-c", JOB)
+    gpuwhy_run(tmp_path, job_python(), "-c", JOB)
+    record = tmp_path / "job.gpuwhy.db"
     with Recording.open(record) as recording:
         spans = list(recording.spans())
         events = list(recording.events())
@@ -149,7 +152,8 @@ def test_a_torch_job_that_reads_its_loss_every_step_is_sync_bound(tmp_path: Path
                 print(f"{loss.item():.4f}", end="\\r")
     """)
     )
-    record = gpuwhy_run(tmp_path, sys.executable, str(script))
+    gpuwhy_run(tmp_path, sys.executable, str(script))
+    record = tmp_path / "job.gpuwhy.db"
     with Recording.open(record) as recording:
         syncs = [e for e in recording.events() if e.kind == "sync"]
     steps = 3 * 4096 // 16

@@ -105,6 +105,8 @@ class PhaseStats:
     one_time_s: float = 0.0  # the phase's time outside its steady steps
     warmup_steps: int = 0
     warmup_s: float = 0.0  # of one_time_s: leading steps > 3x the median step
+    cold_round_s: float = 0.0  # of one_time_s: a first round > 3x slower than the later ones
+    cold_round_steps: int = 0  # its steps (not in warmup_steps)
     lead_in_s: float = 0.0  # of one_time_s: rounds' starts to their first step
     input_end_s: float = 0.0  # of one_time_s: plain loops' waits for their input to end
     repeated_warmup_s: float = 0.0  # warm-up and input ends of every round but the costliest
@@ -255,6 +257,8 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         one_time_s=max(time_ns - steady_ns, 0) / NS_PER_S if busiest else 0.0,
         warmup_steps=busiest.warmup_steps if busiest else 0,
         warmup_s=busiest.warmup_ns / NS_PER_S if busiest else 0.0,
+        cold_round_s=busiest.cold_round_ns / NS_PER_S if busiest else 0.0,
+        cold_round_steps=busiest.cold_round_steps if busiest else 0,
         lead_in_s=busiest.lead_in_ns / NS_PER_S if busiest else 0.0,
         input_end_s=busiest.input_end_ns / NS_PER_S if busiest else 0.0,
         repeated_warmup_s=busiest.repeated_ns / NS_PER_S if busiest else 0.0,

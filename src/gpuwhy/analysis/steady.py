@@ -12,6 +12,10 @@ Per round (a PHASE span: an epoch, an evaluation):
 - *warm-up steps*: the round's leading steps that took more than ``WARMUP_FACTOR`` times the
   phase's median step — at most half of the round's steps, so a round of uniformly slow steps
   stays steady;
+- a *cold first round*: where later rounds follow it, a first round whose median step took more
+  than ``WARMUP_FACTOR`` times the later rounds' median step is one-time work as a whole (a
+  tf.data `cache()` being filled, files read for the first time): the steps that repeat for the
+  rest of the run are the later rounds';
 - the *steady* interval, from the first steady step's start (or the start of the wait that
   leads into it, where a recording keeps a step's wait apart, before it) to the round's last
   step's end (before its wait for the input's end, if any);
@@ -26,6 +30,7 @@ interval holds the steps, their waits and the host work between them, and nothin
 from __future__ import annotations
 
 import bisect
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,6 +53,8 @@ class SteadyState:
     lead_in_ns: int  # rounds' starts to their first step
     rounds_warmed: int  # rounds that began with at least one warm-up step
     input_end_ns: int  # waits for the input to end, at the rounds' last steps
+    cold_round_steps: int  # a cold first round's steps (none of them warm-up steps)
+    cold_round_ns: int  # its first step's start to its last step's end
     repeated_ns: int  # warm-up and input ends of every round but the costliest
     runs: Runs  # the steady steps themselves (for step-time percentiles)
 
@@ -85,12 +92,19 @@ def steady_state(
     kept = Runs()
     intervals: list[Interval] = []
     steady_steps = warmup_steps = warmup_ns = lead_in_ns = rounds_warmed = input_end_ns = 0
-    costliest_ns = 0
+    costliest_ns = cold_round_ns = cold_round_steps = 0
     end_starts = [start for start, _ in input_ends]
-    for start, end in rounds:
-        first = bisect.bisect_left(starts, start)
-        stop = bisect.bisect_left(starts, end)
-        if first == stop:
+    bounds = [
+        (start, end, bisect.bisect_left(starts, start), bisect.bisect_left(starts, end))
+        for start, end in rounds
+    ]
+    bounds = [b for b in bounds if b[2] < b[3]]  # the rounds that have steps
+    cold = _cold_first_round(starts, ends, weights, [(first, stop) for *_, first, stop in bounds])
+    for index, (start, end, first, stop) in enumerate(bounds):
+        lead_in_ns += max(starts[first] - start, 0)
+        if cold and index == 0:  # nothing of a cold round is steady
+            cold_round_ns = min(max(ends[first:stop]), end) - starts[first]
+            cold_round_steps = sum(weights[first:stop])
             continue
         steady = first
         limit = first + (stop - first) // 2
@@ -105,7 +119,6 @@ def steady_state(
             rounds_warmed += 1
             warmup_steps += sum(weights[first:steady])
             warmup_ns += round_ns
-        lead_in_ns += max(starts[first] - start, 0)
         floor = ends[steady - 1] if steady > first else start
         begin = _leading_wait_start(waits, starts[steady], floor)
         last_end = min(max(ends[steady:stop]), end)  # a slice: islice would walk from 0
@@ -131,9 +144,29 @@ def steady_state(
         lead_in_ns=lead_in_ns,
         rounds_warmed=rounds_warmed,
         input_end_ns=input_end_ns,
-        repeated_ns=warmup_ns + input_end_ns - costliest_ns,
+        cold_round_steps=cold_round_steps,
+        cold_round_ns=cold_round_ns,
+        # The start-up round is the cold one where there is one, else the costliest.
+        repeated_ns=warmup_ns + input_end_ns - (0 if cold else costliest_ns),
         runs=kept,
     )
+
+
+def _cold_first_round(
+    starts: Sequence[int],
+    ends: Sequence[int],
+    weights: Sequence[int],
+    rounds: Sequence[tuple[int, int]],
+) -> bool:
+    """Whether the first round's median step (per step of each span) took more than
+    ``WARMUP_FACTOR`` times the later rounds' median step; `rounds`: index ranges of the spans,
+    the rounds that have steps."""
+    if len(rounds) < 2:
+        return False
+    (first, stop), later = rounds[0], [i for a, b in rounds[1:] for i in range(a, b)]
+    first_median = statistics.median((ends[i] - starts[i]) / weights[i] for i in range(first, stop))
+    later_median = statistics.median((ends[i] - starts[i]) / weights[i] for i in later)
+    return bool(first_median > WARMUP_FACTOR * later_median)
 
 
 def _leading_wait_start(waits: SortedRuns, step_start: int, floor: int) -> int:

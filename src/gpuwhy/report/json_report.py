@@ -64,6 +64,8 @@ def _phase(phase: PhaseStats) -> dict[str, Any]:
         "one_time_s": _num(phase.one_time_s),
         "warmup_steps": phase.warmup_steps,
         "warmup_s": _num(phase.warmup_s),
+        "cold_round_s": _num(phase.cold_round_s),
+        "cold_round_steps": phase.cold_round_steps,
         "lead_in_s": _num(phase.lead_in_s),
         "input_end_s": _num(phase.input_end_s),
         "repeated_warmup_s": _num(phase.repeated_warmup_s),

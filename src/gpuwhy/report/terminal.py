@@ -200,6 +200,11 @@ def _one_time_line(phases: Mapping[str, PhaseStats]) -> str:
         if phase.one_time_s < ONE_TIME_SHOWN * phase.time_s:
             continue
         detail = []
+        if phase.cold_round_steps:
+            detail.append(
+                f"a first round of {phase.cold_round_steps} steps slower than the later ones "
+                f"{_seconds(phase.cold_round_s)}"
+            )
         if phase.warmup_steps:
             noun = "step" if phase.warmup_steps == 1 else "steps"
             detail.append(f"{phase.warmup_steps} warm-up {noun} {_seconds(phase.warmup_s)}")

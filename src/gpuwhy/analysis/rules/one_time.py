@@ -13,7 +13,9 @@ estimate keeps the costliest round's warm-up (the first compile, the first cache
 the others', with the waits for the input to end that come with them (workers started and
 stopped every epoch). It is the finding's subject when those repeats are >= 5 % of the run.
 The rest is what a job pays to start; it is reported, without an estimate, when it dominates a
-short job.
+short job. A cold first round (steady.py: an epoch filling a cache, reading files for the first
+time) is paid once per run too: when it is most of the one-time work, the finding says so and
+its fix is to pay it once across runs.
 """
 
 from __future__ import annotations
@@ -82,6 +84,24 @@ FIRST_ROUND_FIXES = {
 }
 
 
+COLD_ROUND_FIXES = {
+    "tensorflow": (
+        "The first epoch fills what later epochs reuse (`cache()`, the OS file cache): it is "
+        "paid once per run. To pay it once across runs, cache to a file "
+        "(`ds.cache('/path/to/cache')`) or save the prepared dataset once (`ds.save(path)`, "
+        "then `tf.data.Dataset.load(path)`)."
+    ),
+    "torch": (
+        "The first epoch reads what later epochs find cached (files now in the OS page cache, "
+        "items a Dataset keeps): it is paid once per run. To pay it once across runs, prepare "
+        "the data once and save the tensors (`torch.save`), or keep it on local fast storage."
+    ),
+    "default": (
+        "The first round fills what later rounds reuse (a cache, the OS file cache): it is paid "
+        "once per run. To pay it once across runs, save the prepared data once and load it."
+    ),
+}
+
 START_UP_METHOD = "not estimated: start-up paid once, whose cost depends on the framework's build"
 
 
@@ -97,12 +117,15 @@ def check(ctx: RunContext) -> list[Finding]:
         # Work a change removes: what rounds other than the costliest repeat, when it matters
         # to the run as a whole (the band above); the rest is the job's start-up.
         recurring = phase.repeated_warmup_s / ctx.duration_s >= RUN_FRACTION
+        cold = phase.cold_round_s >= phase.one_time_s / 2
         evidence = {
             "phase": phase.name,
             "one_time_fraction": r(fraction),
             "one_time_s": r(phase.one_time_s),
             "warmup_s": r(phase.warmup_s),
             "warmup_steps": phase.warmup_steps,
+            "cold_round_s": r(phase.cold_round_s),
+            "cold_round_steps": phase.cold_round_steps,
             "rounds_warmed": phase.rounds_warmed,
             "repeated_warmup_s": r(phase.repeated_warmup_s),
             "rounds": phase.rounds,
@@ -122,18 +145,27 @@ def check(ctx: RunContext) -> list[Finding]:
                 f"'{phase.name}' warms up again in {phase.rounds_warmed} rounds: "
                 f"{fraction:.0%} of its time is one-time work (tracing, compiling, input start-up)"
             )
+            fixes = RECURRING_FIXES
+        elif cold:
+            title = (
+                f"'{phase.name}' spends {fraction:.0%} of its time on one-time work, most of it "
+                "a first round slower than the later ones (a cache being filled, files read for "
+                "the first time)"
+            )
+            fixes = COLD_ROUND_FIXES
         else:
             title = (
                 f"'{phase.name}' spends {fraction:.0%} of its time on one-time work "
                 "(tracing, compiling, input start-up) before its steps settle"
             )
+            fixes = FIRST_ROUND_FIXES
         findings.append(
             Finding(
                 code="ONE_TIME_WORK",
                 severity=Severity.WARNING if recurring else Severity.INFO,
                 title=title,
                 evidence=evidence,
-                fix=pick(ctx.framework, RECURRING_FIXES if recurring else FIRST_ROUND_FIXES),
+                fix=pick(ctx.framework, fixes),
                 speedup=est.speedup if recurring else None,
                 speedup_method=est.method if recurring else START_UP_METHOD,
             )
