@@ -114,6 +114,7 @@ def test_tiny_batches_are_host_bound_with_the_input_unmeasured() -> None:
         found = finding(diagnosis, "HOST_BOUND")
         assert found.evidence["data_wait_measured"] is False
         assert "not measured" in found.title and "DataLoader workers" in found.fix
+        assert "gpuwhy.iterate(batches)" in found.fix  # how to time it
         saved = saved_by_fix("tiny_batch", run)
         assert gpu_replay.saved_estimate(diagnosis, found) == pytest.approx(saved, rel=TOLERANCE)
     for run in runs("tiny_batch", "fixed"):

@@ -65,8 +65,8 @@ HOST_FIXES = {
 
 UNTIMED_INPUT = (
     "The loop's input was not timed (no DataLoader or tf.data iterator ran): if each step reads "
-    "or builds its batch, that may be the wait instead; time it, or move it into DataLoader "
-    "workers."
+    "or builds its batch, that may be the wait instead; time it (`for batch in "
+    "gpuwhy.iterate(batches):`), or move it into DataLoader workers or a tf.data pipeline."
 )
 
 SYNC_FIXES = {
