@@ -36,8 +36,6 @@ EVAL_CALLS = 2
 """Calls of one non-training compiled function between two train calls that make the span an
 evaluation: an evaluation loop runs its step once a batch, over several batches."""
 
-_local = threading.local()
-
 
 class _Between:
     """What this thread's loop called since its last train call."""
@@ -51,18 +49,16 @@ class _Between:
         self.others: dict[int, int] = {}  # id(Compiled) -> calls since the last train call
 
 
-def _stack() -> list[Compiled]:
-    stack: list[Compiled] | None = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
-    return stack
+class _Thread(threading.local):
+    """Each thread's own: the compiled functions being called (outermost first), and what its
+    loop called since its last train call."""
+
+    def __init__(self) -> None:
+        self.stack: list[Compiled] = []
+        self.between = _Between()
 
 
-def _between() -> _Between:
-    between: _Between | None = getattr(_local, "between", None)
-    if between is None:
-        between = _local.between = _Between()
-    return between
+_local = _Thread()
 
 
 class Compiled:
@@ -87,7 +83,7 @@ class Compiled:
         return repr(self._gpuwhy_compiled)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        stack = _stack()
+        stack = _local.stack
         stack.append(self)
         if len(stack) > 1:  # traced inside another compiled function: no call of the loop
             try:
@@ -107,7 +103,7 @@ class Compiled:
 
 
 def _called(compiled: Compiled, started: int, ended: int) -> None:
-    between = _between()
+    between = _local.between
     if compiled._gpuwhy_trains:
         _evaluation_ends(between, started)
         between.trained = True
@@ -132,13 +128,13 @@ def _evaluation_ends(between: _Between, t: int) -> None:
 
 def _at_exit(t: int) -> None:
     """An evaluation after the last train call ends with its last call."""
-    between = _between()
+    between = _local.between
     if between.others:
         _evaluation_ends(between, between.last_ns)
 
 
 def _note_gradient() -> None:
-    stack = _stack()
+    stack = _local.stack
     if stack:
         stack[0]._gpuwhy_trains = True
 
