@@ -44,7 +44,11 @@ def test_html_is_written_for_a_trace(tmp_path: Path, capsys: pytest.CaptureFixtu
     page = tmp_path / "trace.html"
     assert main(["report", str(SLOW), "--html", str(page)]) == 0
     text = page.read_text()
-    assert "<script" not in text and 'class="kt"' in text and "INPUT_BOUND" in text
+    assert 'class="kt"' in text and "INPUT_BOUND" in text
+    # The kernel timeline: its data for the one rank, and the one script the policy allows.
+    (lanes,) = json.loads(text.split('id="gpuwhy-kernels">', 1)[1].split("</script>", 1)[0])
+    assert lanes["ops_drawn"] == lanes["ops_total"] > 1000
+    assert text.count("<script>") == 1 and "script-src &#x27;sha256-" in text
     capsys.readouterr()
 
 

@@ -31,6 +31,8 @@ from constructed import GPU_OK_ENV, H100, NO_GPU_ENV, Run, device
 from gpuwhy.analysis import diagnose
 from gpuwhy.recording import Recording
 from gpuwhy.report.html.page import MAX_HTML_BYTES, write_html
+from gpuwhy.traces import OpKind, load_traces
+from support import kernel_traces
 from support.synth import synthesize
 
 # A real browser (Chromium, scripts/system-packages.sh): the full lane only.
@@ -599,26 +601,68 @@ def test_one_hour_on_eight_gpus_stays_small_and_draws_fast(
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 
 
+def _trace_page(browser: Browser, trace: Path, tmp_path: Path) -> tuple[Page, Path, Any, Any]:
+    """The trace's HTML report, opened: (page, its path, the diagnosis, the traces)."""
+    from gpuwhy.analysis.kernels.diagnosis import diagnose_traces
+    from gpuwhy.report.html.trace_page import write_trace_html
+
+    traces = load_traces(str(trace))
+    diagnosis = diagnose_traces(traces)
+    path = tmp_path / "trace.html"
+    write_trace_html(diagnosis, path, traces)
+    return Page(browser, path), path, diagnosis, traces
+
+
+def _kernel_view(page: Page, index: int = 0) -> tuple[float, float]:
+    view = page.js(f"document.querySelectorAll('.kl')[{index}].dataset.view")
+    start, end = map(float, view.split(","))
+    return start, end
+
+
+def _drawn(page: Page) -> None:
+    """Wait for the frame a view change asked for."""
+    page.js("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
+def _set_kernel_view(page: Page, start_ns: float, end_ns: float) -> None:
+    page.js(f"document.querySelector('.kl').timeline.setView({start_ns}, {end_ns})")
+    _drawn(page)
+
+
+def _kernel_point(page: Page, t_ns: float, row: int, index: int = 0) -> tuple[float, float]:
+    """Viewport coordinates of time t on a row (0 steps, 1 host, 2… streams) of the timeline."""
+    box = page.js(
+        f"(() => {{ const c = document.querySelectorAll('.kl canvas')[{index}]; "
+        "c.scrollIntoView({block: 'center'}); const b = c.getBoundingClientRect(); "
+        "return [b.left, b.top]; })()"
+    )
+    plot = page.js(f"document.querySelectorAll('.kl')[{index}].dataset.plot")
+    left, width = map(float, plot.split(","))
+    start, end = _kernel_view(page, index)
+    x = box[0] + left + (t_ns - start) / (end - start) * width
+    y = box[1] + 20 + row * 19 + 8  # kernels.js: AXIS_H, ROW_H + ROW_GAP, half a row
+    return x, y
+
+
 def test_a_real_profiler_trace_renders_its_kernel_timeline(
     browser: Browser, tmp_path: Path
 ) -> None:
-    from gpuwhy.analysis.kernels.diagnosis import diagnose_traces
-    from gpuwhy.report.html.trace_page import write_trace_html
-    from gpuwhy.traces import load_traces
-
     trace = TRACES / "kineto-samples" / "resnet50_num_workers_0.1623143566756.pt.trace.json.gz"
-    diagnosis = diagnose_traces(load_traces(str(trace)))
-    path = tmp_path / "trace.html"
-    write_trace_html(diagnosis, path)
-    page = Page(browser, path)
-    assert page.js("document.scripts.length") == 0  # a static page
-    # The busy timeline: one bar per busy bucket, the loading gaps left empty, a tick a step.
+    page, path, diagnosis, traces = _trace_page(browser, trace, tmp_path)
+    # The busy chart needs no script: one bar per busy bucket, the loading gaps left empty.
     timeline = diagnosis.kernels.ranks[0].busy_timeline
     bars = page.js("document.querySelectorAll('svg.kt .kt-busy rect').length")
     assert bars == sum(1 for share in timeline["busy"] if share > 0) > 200
     assert page.js("document.querySelectorAll('svg.kt .kt-steps line').length") == 6
     drawn = page.js("document.querySelector('svg.kt').getBoundingClientRect().width")
     assert drawn > 600
+    # The kernel timeline: steps, host, and the one stream this trace ran its kernels on.
+    streams = {(d, s) for d, s in zip(traces[0].ops.device, traces[0].ops.stream, strict=True)}
+    assert int(page.js("document.querySelector('.kl').dataset.rows")) == 2 + len(streams)
+    width = page.js("document.querySelector('.kl canvas').getBoundingClientRect().width")
+    assert float(width) > 600
+    whole = int(page.js("document.querySelector('.kl').dataset.drawn"))
+    assert whole > 300  # zoomed out, ops share pixels: at most a few boxes a pixel column
     codes = page.js(
         "[...document.querySelectorAll('#findings [data-code]')].map(e => e.dataset.code)"
     )
@@ -629,11 +673,56 @@ def test_a_real_profiler_trace_renders_its_kernel_timeline(
     page.close()
 
 
-def test_hostile_kernel_names_in_a_trace_are_text(browser: Browser, tmp_path: Path) -> None:
-    from gpuwhy.analysis.kernels.diagnosis import diagnose_traces
-    from gpuwhy.report.html.trace_page import write_trace_html
-    from gpuwhy.traces import load_traces
+def test_the_kernel_timeline_zooms_to_single_kernels_and_names_them(
+    browser: Browser, tmp_path: Path
+) -> None:
+    trace = TRACES / "kineto-samples" / "resnet50_num_workers_0.1623143566756.pt.trace.json.gz"
+    page, _, _, traces = _trace_page(browser, trace, tmp_path)
+    rank = traces[0]
+    start, end = _kernel_view(page)
+    first_step = min(s for _, s, _ in rank.steps)
+    assert start == 0 and end == max(e for _, _, e in rank.steps) - first_step
+    # The longest kernel of the second step, found from the trace itself.
+    second = sorted(rank.steps, key=lambda s: s[1])[1]
+    longest = max(
+        (i for i in range(len(rank.ops)) if second[1] <= rank.ops.start_ns[i] < second[2]),
+        key=lambda i: rank.ops.end_ns[i] - rank.ops.start_ns[i],
+    )
+    lo, hi = rank.ops.start_ns[longest] - first_step, rank.ops.end_ns[longest] - first_step
+    # Zoom to its neighbourhood, then drag across it with a margin of its own length each side:
+    # the view narrows to about that.
+    _set_kernel_view(page, lo - 20 * (hi - lo), hi + 20 * (hi - lo))
+    x0, y = _kernel_point(page, lo - (hi - lo), 2)
+    x1, _ = _kernel_point(page, hi + (hi - lo), 2)
+    page.drag(x0, x1, y)
+    _drawn(page)
+    start, end = _kernel_view(page)
+    assert start <= lo and hi <= end and end - start < 4 * (hi - lo)
+    # Hovering its middle names it, its kind and its duration.
+    x, y = _kernel_point(page, (lo + hi) / 2, 2)
+    page.mouse("mouseMoved", x, y)
+    tip = str(page.js("document.querySelector('.tl-tip').innerText"))
+    assert rank.names[rank.ops.name[longest]][:60] in tip
+    kind = OpKind(rank.ops.kind[longest]).name.lower()
+    assert f"{kind} · {(hi - lo) / 1e6:.2f} ms" in tip and "stream" in tip, tip
+    # The host row shows the data loader's wait of the second step.
+    loader = [c for c in rank.loader if second[1] <= c.start_ns < second[2]]
+    assert loader
+    _set_kernel_view(page, loader[0].start_ns - first_step, loader[0].end_ns - first_step)
+    middle = (loader[0].start_ns + loader[0].end_ns) / 2 - first_step
+    x, y = _kernel_point(page, middle, 1)
+    page.mouse("mouseMoved", x, y)
+    assert "data loader" in str(page.js("document.querySelector('.tl-tip').innerText"))
+    # Double-click: every step again.
+    page.mouse("mousePressed", x, y, button="left", clickCount=2)
+    page.mouse("mouseReleased", x, y, button="left", clickCount=2)
+    _drawn(page)
+    assert _kernel_view(page) == (0, max(e for _, _, e in rank.steps) - first_step)
+    assert page.problems() == []
+    page.close()
 
+
+def test_hostile_kernel_names_in_a_trace_are_text(browser: Browser, tmp_path: Path) -> None:
     events = [{"ph": "X", "cat": "cpu_op", "name": f"ProfilerStep#{n}", "ts": n * 100, "dur": 100}
               for n in range(3)]  # fmt: skip
     events += [
@@ -643,12 +732,53 @@ def test_hostile_kernel_names_in_a_trace_are_text(browser: Browser, tmp_path: Pa
     ]  # fmt: skip
     source = tmp_path / "hostile.pt.trace.json"
     source.write_text(json.dumps({"traceEvents": events}))
-    path = tmp_path / "trace.html"
-    write_trace_html(diagnose_traces(load_traces(str(source))), path)
-    page = Page(browser, path)
+    page, path, _, _ = _trace_page(browser, source, tmp_path)
+    assert HOSTILE[0] in page.js("document.body.innerText")
+    # In the kernel timeline too: the tooltip shows each name as text.
+    for n in range(2):
+        x, y = _kernel_point(page, n * 100_000 + 35_000, 2)
+        page.mouse("mouseMoved", x, y)
+        assert HOSTILE[n] in str(page.js("document.querySelector('.tl-tip').innerText"))
     assert page.js("window.__pwned === undefined")
     assert page.js("document.querySelectorAll('img').length") == 0
-    assert HOSTILE[0] in page.js("document.body.innerText")
     assert page.problems() == []
     assert page.requests() == [path.resolve().as_uri()]
+    page.close()
+
+
+def test_each_rank_of_a_real_two_rank_trace_gets_its_timeline(
+    browser: Browser, tmp_path: Path
+) -> None:
+    page, _, _, traces = _trace_page(browser, TRACES / "hta" / "two_ranks", tmp_path)
+    assert len(traces) == 2 and page.js("document.querySelectorAll('.kl canvas').length") == 2
+    for index, trace in enumerate(traces):
+        streams = {(d, s) for d, s in zip(trace.ops.device, trace.ops.stream, strict=True)}
+        rows = page.js(f"document.querySelectorAll('.kl')[{index}].dataset.rows")
+        assert int(rows) == 2 + len(streams)
+        assert int(page.js(f"document.querySelectorAll('.kl')[{index}].dataset.drawn")) > 50
+    assert page.problems() == []
+    page.close()
+
+
+def test_a_trace_at_the_op_budget_draws_fast(browser: Browser, tmp_path: Path) -> None:
+    """CONSTRUCTED (support/kernel_traces.py): 200,000 kernels, of which the page keeps the
+    budget's worth; a redraw visits only the ops in view and one box a pixel column."""
+    from gpuwhy.analysis.kernels.diagnosis import diagnose_traces
+    from gpuwhy.report.html.trace_page import write_trace_html
+
+    trace = kernel_traces.big_trace(steps=200, ops_per_step=1000)
+    path = tmp_path / "big.html"
+    write_trace_html(diagnose_traces([trace]), path, [trace])
+    page = Page(browser, path)
+    width = float(page.js("document.querySelector('.kl canvas').getBoundingClientRect().width"))
+    drawn = int(page.js("document.querySelector('.kl').dataset.drawn"))
+    assert drawn <= 4 * width  # steps, loader and two streams: at most one box a pixel each
+    redraw_ms = page.js(
+        "(() => { const t = document.querySelector('.kl').timeline, s = performance.now();"
+        " for (let i = 0; i < 5; i++) { t.draw(); } return (performance.now() - s) / 5; })()"
+    )
+    print(f"\nkernel timeline: {drawn} boxes, a redraw in {redraw_ms:.1f} ms")
+    assert redraw_ms < 250, redraw_ms
+    assert "ops, whole steps" in page.js("document.querySelector('.kl').innerText")
+    assert page.problems() == []
     page.close()

@@ -133,11 +133,12 @@ def _handle_trace(args: argparse.Namespace, gate: Any) -> int:
     from gpuwhy.analysis.kernels.diagnosis import diagnose_traces
     from gpuwhy.traces import load_traces
 
-    diagnosis = diagnose_traces(load_traces(args.recording))  # TraceError: one line, exit 2
+    traces = load_traces(args.recording)  # TraceError: one line, exit 2
+    diagnosis = diagnose_traces(traces)
     if args.html:
         from gpuwhy.report.html.trace_page import write_trace_html
 
-        write_trace_html(diagnosis, args.html)  # UsageError when it cannot be written
+        write_trace_html(diagnosis, args.html, traces)  # UsageError when it cannot be written
     if args.json:
         json.dump(_json_document(diagnosis), sys.stdout, indent=2)
         sys.stdout.write("\n")

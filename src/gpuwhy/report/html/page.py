@@ -58,7 +58,8 @@ def script_json(data: Any) -> str:
     )
 
 
-def _csp(script: str) -> str:
+def csp(script: str) -> str:
+    """The page's Content-Security-Policy: the one inline script (by its hash), no request."""
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
     return (
         f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "
@@ -100,7 +101,7 @@ def _page(diagnosis: Diagnosis, data: dict[str, Any], script: str, css: str, sec
     body = header(diagnosis) + _timeline_section(data, names) + sections
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{esc(_csp(script))}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(csp(script))}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="referrer" content="no-referrer">'
         f"<title>{esc(title[:200])}</title><style>{css}</style></head>"

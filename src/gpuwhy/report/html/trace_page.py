@@ -1,9 +1,11 @@
-"""The HTML report of a profiler trace (`gpuwhy report TRACE --html FILE`): one static page.
+"""The HTML report of a profiler trace (`gpuwhy report TRACE --html FILE`): one page.
 
 The same sections as a run's page (verdict, phases, findings) and, per rank, the kernel-level
-figures with the device's busy timeline across the profiled steps, drawn as inline SVG on the
-server: the page carries no script at all, and its Content-Security-Policy allows none and no
-request, so it opens offline and anything that slipped past escaping cannot run.
+figures, the device's busy share across the profiled steps as inline SVG (read without any
+script), and the zoomable kernel timeline: every op on its stream's row, drawn by one inline
+script (assets/kernels.js) from a JSON block (kernel_lanes.py). As on a run's page, the
+Content-Security-Policy allows that one script by its hash and no request, so the page opens
+offline and markup that slipped past escaping could not run.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from typing import Any
 
 from gpuwhy.analysis import Diagnosis
 from gpuwhy.report.html.format import esc, percent, seconds
-from gpuwhy.report.html.page import asset, write_page_text
+from gpuwhy.report.html.kernel_lanes import kernel_lanes
+from gpuwhy.report.html.page import asset, csp, script_json, write_page_text
 from gpuwhy.report.html.sections import findings, phases
 from gpuwhy.report.verdict import verdict
+from gpuwhy.traces import RankTrace
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+KERNELS_ELEMENT_ID = "gpuwhy-kernels"
 CHART_W, CHART_H = 900, 90
 BUSY_COLOR = "#2f7ed8"
 
@@ -70,7 +74,16 @@ def _chart(timeline: Mapping[str, Any]) -> str:
     )
 
 
-def _rank(rank: Any) -> str:
+def _lanes(index: int) -> str:
+    """Where the script draws the rank's kernel timeline."""
+    return (
+        f'<h4>Kernel timeline</h4><div class="kl" data-index="{index}" tabindex="0" '
+        'aria-label="kernel timeline of the rank"><noscript><p class="none">The kernel timeline '
+        "is drawn by the page's script; the tables hold the figures.</p></noscript></div>"
+    )
+
+
+def _rank(rank: Any, lanes: str) -> str:
     name = "the trace" if rank.rank is None else f"rank {rank.rank}"
     if rank.gpu_busy is None:
         return (
@@ -104,7 +117,7 @@ def _rank(rank: Any) -> str:
     )
     chart = _chart(rank.busy_timeline) if rank.busy_timeline else ""
     return (
-        f'<section class="rank" data-rank="{esc(rank.rank)}"><h3>{esc(name)}</h3>{chart}'
+        f'<section class="rank" data-rank="{esc(rank.rank)}"><h3>{esc(name)}</h3>{chart}{lanes}'
         f'<div class="scroll"><table class="kfacts">{table}</table></div>'
         '<div class="scroll"><table class="ktop"><thead><tr><th>top kernels</th><th>kind</th>'
         f"<th>count</th><th>time</th><th>share</th></tr></thead><tbody>{top}</tbody></table>"
@@ -112,29 +125,39 @@ def _rank(rank: Any) -> str:
     )
 
 
-def render_trace_html(diagnosis: Diagnosis) -> str:
-    """The whole page as text (deterministic for a given trace)."""
+def render_trace_html(diagnosis: Diagnosis, traces: Sequence[RankTrace] = ()) -> str:
+    """The whole page as text (deterministic for a given trace). ``traces``: the ranks' traces
+    the diagnosis was made from, in its order, for the kernel timeline (none: no timeline)."""
     kernels = diagnosis.kernels
+    lanes = kernel_lanes(traces) if traces else []
     body = (
         _header(diagnosis)
         + '<section id="kernels"><h2>Kernels</h2>'
-        + "".join(_rank(rank) for rank in kernels.ranks)
+        + "".join(
+            _rank(rank, _lanes(i) if i < len(lanes) and lanes[i] else "")
+            for i, rank in enumerate(kernels.ranks)
+        )
         + "</section>"
         + phases(diagnosis)
         + findings(diagnosis)
     )
+    script = asset("kernels.js")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(csp(script))}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="referrer" content="no-referrer">'
         f"<title>{esc(('gpuwhy · ' + kernels.paths[0])[:200])}</title>"
         f"<style>{asset('report.css')}</style></head>"
         f"<body><main>{body}<footer>Made by gpuwhy from the profiler trace; this file needs no "
-        "network and no other file.</footer></main></body></html>\n"
+        "network and no other file.</footer></main>"
+        f'<script type="application/json" id="{KERNELS_ELEMENT_ID}">{script_json(lanes)}</script>'
+        f"<script>{script}</script></body></html>\n"
     )
 
 
-def write_trace_html(diagnosis: Diagnosis, path: str | os.PathLike[str]) -> None:
+def write_trace_html(
+    diagnosis: Diagnosis, path: str | os.PathLike[str], traces: Sequence[RankTrace] = ()
+) -> None:
     """Write the trace's HTML report to ``path`` (replaced whole; UsageError if it cannot be)."""
-    write_page_text(render_trace_html(diagnosis), path)
+    write_page_text(render_trace_html(diagnosis, traces), path)
