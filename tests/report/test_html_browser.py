@@ -661,6 +661,8 @@ def test_a_real_profiler_trace_renders_its_kernel_timeline(
     assert int(page.js("document.querySelector('.kl').dataset.rows")) == 2 + len(streams)
     width = page.js("document.querySelector('.kl canvas').getBoundingClientRect().width")
     assert float(width) > 600
+    rows = page.js("document.querySelectorAll('table.kstreams tbody tr').length")
+    assert rows == len(diagnosis.kernels.ranks[0].stream_idle) == len(streams)
     whole = int(page.js("document.querySelector('.kl').dataset.drawn"))
     assert whole > 300  # zoomed out, ops share pixels: at most a few boxes a pixel column
     codes = page.js(

@@ -6,13 +6,21 @@ the rest (communication, copies, sets not hidden under compute). These are the f
 users know, so gpuwhy gives the same ones, over the same window, and a test checks them on
 HTA's own traces. The window is the work the host launched before ``before_ns`` (HTA's default
 leaves the last profiled step out: its kernels may run past the end of the trace).
+
+*Idle per stream* (references.md#hta-idle-time): on each stream, the gap before each op (its start
+less the previous op's end on that stream) is *host wait* when the host launched the op only after
+the previous one had ended, else *kernel wait* when the gap is under KERNEL_WAIT_NS, else *other*.
+Per stream rather than per device (steps.py), so a stream that waits on another shows as such.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpuwhy.analysis.intervals import total_ns, union
+from gpuwhy.analysis.kernels.steps import KERNEL_WAIT_NS
 from gpuwhy.traces import OpKind, RankTrace
 
 
@@ -38,17 +46,24 @@ def without_last_step(trace: RankTrace) -> int | None:
     return starts[-1] if len(starts) >= 2 else None
 
 
-def temporal(trace: RankTrace, before_ns: int | None = None) -> Temporal | None:
-    """Idle/compute/non-compute of the device work launched before ``before_ns`` (all: None)."""
+def _launched_before(trace: RankTrace, before_ns: int | None) -> Iterator[int]:
+    """The ops whose launch began before ``before_ns`` (every op: None)."""
     ops = trace.ops
     launches = trace.launch_start_ns
-    kept = []
-    compute = []
     for i in range(len(ops)):
         if before_ns is not None:
             launched = launches.get(ops.correlation[i])
             if launched is None or launched >= before_ns:
                 continue
+        yield i
+
+
+def temporal(trace: RankTrace, before_ns: int | None = None) -> Temporal | None:
+    """Idle/compute/non-compute of the device work launched before ``before_ns`` (all: None)."""
+    ops = trace.ops
+    kept = []
+    compute = []
+    for i in _launched_before(trace, before_ns):
         span = (ops.start_ns[i], ops.end_ns[i])
         kept.append(span)
         if ops.kind[i] == OpKind.COMPUTE:
@@ -65,3 +80,48 @@ def temporal(trace: RankTrace, before_ns: int | None = None) -> Temporal | None:
         compute_ns=compute_ns,
         non_compute_ns=span_ns - idle - compute_ns,
     )
+
+
+@dataclass(frozen=True)
+class StreamIdle:
+    """One stream's idle time by cause, in ns."""
+
+    host_wait_ns: int
+    kernel_wait_ns: int
+    other_ns: int
+
+    @property
+    def total_ns(self) -> int:
+        return self.host_wait_ns + self.kernel_wait_ns + self.other_ns
+
+    def shares(self) -> dict[str, float]:
+        total = self.total_ns or 1
+        return {
+            "host_wait": round(self.host_wait_ns / total, 4),
+            "kernel_wait": round(self.kernel_wait_ns / total, 4),
+            "other": round(self.other_ns / total, 4),
+        }
+
+
+def stream_idle(trace: RankTrace, before_ns: int | None = None) -> dict[int, StreamIdle]:
+    """Per stream, the idle time before each op of the work launched before ``before_ns``."""
+    ops = trace.ops
+    launches = trace.launch_start_ns
+    by_stream: dict[int, list[int]] = {}
+    for i in _launched_before(trace, before_ns):
+        by_stream.setdefault(ops.stream[i], []).append(i)
+    found = {}
+    for stream, indices in sorted(by_stream.items()):
+        indices.sort(key=ops.start_ns.__getitem__)
+        host = kernel = other = 0
+        for previous, i in itertools.pairwise(indices):
+            gap = ops.start_ns[i] - ops.end_ns[previous]
+            launched = launches.get(ops.correlation[i]) if ops.correlation[i] else None
+            if launched is not None and launched > ops.end_ns[previous]:
+                host += gap
+            elif gap < KERNEL_WAIT_NS:
+                kernel += gap
+            else:
+                other += gap
+        found[stream] = StreamIdle(host, kernel, other)
+    return found

@@ -18,7 +18,7 @@ from typing import Any
 
 from gpuwhy.analysis.diagnose import DeviceStats, Diagnosis
 from gpuwhy.analysis.framework import Framework
-from gpuwhy.analysis.kernels.breakdown import temporal, without_last_step
+from gpuwhy.analysis.kernels.breakdown import stream_idle, temporal, without_last_step
 from gpuwhy.analysis.kernels.findings import CHECKS
 from gpuwhy.analysis.kernels.placement import not_on_gpu
 from gpuwhy.analysis.kernels.ranks import rank_imbalance
@@ -62,6 +62,8 @@ class RankSummary:
     optimizer_ms: float | None
     # HTA's temporal breakdown over HTA's window (breakdown.py): idle, compute, non_compute.
     temporal: dict[str, float] | None = None
+    # HTA's idle split per stream over the same window: stream -> idle_s and its shares by cause.
+    stream_idle: dict[str, dict[str, float]] | None = None
     # Busy share in equal buckets over the steps, and the steps' starts (steps.busy_timeline).
     busy_timeline: dict[str, Any] | None = None
     top_kernels: list[KernelTotal] = field(default_factory=list)
@@ -155,6 +157,7 @@ def summarise_rank(facts: RankFacts) -> RankSummary:
         sync_ms=_mean(steps, "sync_ns", 1e6),
         optimizer_ms=_mean(steps, "optimizer_ns", 1e6),
         temporal=_temporal(trace),
+        stream_idle=_stream_idle(trace),
         busy_timeline=busy_timeline(facts),
         top_kernels=_top_kernels(trace),
     )
@@ -163,6 +166,14 @@ def summarise_rank(facts: RankFacts) -> RankSummary:
 def _temporal(trace: RankTrace) -> dict[str, float] | None:
     found = temporal(trace, without_last_step(trace))
     return None if found is None else found.shares()
+
+
+def _stream_idle(trace: RankTrace) -> dict[str, dict[str, float]] | None:
+    found = stream_idle(trace, without_last_step(trace))
+    return {
+        str(stream): {"idle_s": round(idle.total_ns / NS_PER_S, 6), **idle.shares()}
+        for stream, idle in found.items()
+    } or None
 
 
 def _phase(name: str, facts: RankFacts, duration_ns: int) -> PhaseStats:

@@ -83,6 +83,25 @@ def _lanes(index: int) -> str:
     )
 
 
+def _stream_idle(streams: Mapping[str, Mapping[str, float]] | None) -> str:
+    """HTA's idle split per stream: which stream waited on the host, which on other work."""
+    if not streams:
+        return ""
+    rows = "".join(
+        f"<tr><td>{esc(stream)}</td><td>{esc(seconds(idle['idle_s']))}</td>"
+        f"<td>{esc(percent(idle['host_wait']))}</td><td>{esc(percent(idle['kernel_wait']))}</td>"
+        f"<td>{esc(percent(idle['other']))}</td></tr>"
+        for stream, idle in streams.items()
+    )
+    return (
+        '<p class="hint">Idle per stream (Holistic Trace Analysis\' split, over the steps before '
+        "the last): the gap before each op on the stream, by what it waited for.</p>"
+        '<div class="scroll"><table class="kstreams"><thead><tr><th>stream</th><th>idle</th>'
+        "<th>waiting for the host</th><th>between kernels</th><th>other</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></div>"
+    )
+
+
 def _rank(rank: Any, lanes: str) -> str:
     name = "the trace" if rank.rank is None else f"rank {rank.rank}"
     if rank.gpu_busy is None:
@@ -119,6 +138,7 @@ def _rank(rank: Any, lanes: str) -> str:
     return (
         f'<section class="rank" data-rank="{esc(rank.rank)}"><h3>{esc(name)}</h3>{chart}{lanes}'
         f'<div class="scroll"><table class="kfacts">{table}</table></div>'
+        f"{_stream_idle(rank.stream_idle)}"
         '<div class="scroll"><table class="ktop"><thead><tr><th>top kernels</th><th>kind</th>'
         f"<th>count</th><th>time</th><th>share</th></tr></thead><tbody>{top}</tbody></table>"
         "</div></section>"
