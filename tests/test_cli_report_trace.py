@@ -74,3 +74,30 @@ def test_bad_traces_and_flags_are_one_line_and_exit_2(tmp_path: Path) -> None:
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
         assert done.stdout == ""
+
+
+WINDOW_RUN = ROOT / "tests" / "data" / "gpu" / "2026-11-26-nvidia-h200" / "torch_loader"
+
+
+def test_a_recording_made_with_a_profiler_window_is_reported_with_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """REAL (H200 capture): `gpuwhy report` of a `run --profile` recording folds in the window
+    written beside it, as `run` itself did; without the window, the run's report alone."""
+    assert main(["report", str(WINDOW_RUN / "window-slow.gpuwhy.db"), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    jsonschema.validate(document, SCHEMA)
+    window = document["trace"]["window"]
+    assert window["steps"] == 5 and window["inside_over_outside"] == pytest.approx(1.02, abs=0.05)
+    assert document["trace"]["ranks"][0]["steps"] == 5
+    alone = tmp_path / "window-slow.gpuwhy.db"
+    alone.write_bytes((WINDOW_RUN / "window-slow.gpuwhy.db").read_bytes())
+    assert main(["report", str(alone), "--json"]) == 0
+    assert "trace" not in json.loads(capsys.readouterr().out)
+    # A window that cannot be read: one warning line, and the run's report all the same.
+    (tmp_path / "window-slow.gpuwhy.profile").mkdir()
+    (tmp_path / "window-slow.gpuwhy.profile" / "rank0.pt.trace.json").write_text("{broken")
+    assert main(["report", str(alone), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "trace" not in json.loads(captured.out)
+    assert captured.err.count("\n") == 1 and "profiler window could not be read" in captured.err

@@ -703,7 +703,7 @@ def test_the_kernel_timeline_zooms_to_single_kernels_and_names_them(
     # Hovering its middle names it, its kind and its duration.
     x, y = _kernel_point(page, (lo + hi) / 2, 2)
     page.mouse("mouseMoved", x, y)
-    tip = str(page.js("document.querySelector('.tl-tip').innerText"))
+    tip = str(page.js("document.querySelector('.kl-tip').innerText"))
     assert rank.names[rank.ops.name[longest]][:60] in tip
     kind = OpKind(rank.ops.kind[longest]).name.lower()
     assert f"{kind} · {(hi - lo) / 1e6:.2f} ms" in tip and "stream" in tip, tip
@@ -714,7 +714,7 @@ def test_the_kernel_timeline_zooms_to_single_kernels_and_names_them(
     middle = (loader[0].start_ns + loader[0].end_ns) / 2 - first_step
     x, y = _kernel_point(page, middle, 1)
     page.mouse("mouseMoved", x, y)
-    assert "data loader" in str(page.js("document.querySelector('.tl-tip').innerText"))
+    assert "data loader" in str(page.js("document.querySelector('.kl-tip').innerText"))
     # Double-click: every step again.
     page.mouse("mousePressed", x, y, button="left", clickCount=2)
     page.mouse("mouseReleased", x, y, button="left", clickCount=2)
@@ -740,7 +740,7 @@ def test_hostile_kernel_names_in_a_trace_are_text(browser: Browser, tmp_path: Pa
     for n in range(2):
         x, y = _kernel_point(page, n * 100_000 + 35_000, 2)
         page.mouse("mouseMoved", x, y)
-        assert HOSTILE[n] in str(page.js("document.querySelector('.tl-tip').innerText"))
+        assert HOSTILE[n] in str(page.js("document.querySelector('.kl-tip').innerText"))
     assert page.js("window.__pwned === undefined")
     assert page.js("document.querySelectorAll('img').length") == 0
     assert page.problems() == []
@@ -783,4 +783,39 @@ def test_a_trace_at_the_op_budget_draws_fast(browser: Browser, tmp_path: Path) -
     assert redraw_ms < 250, redraw_ms
     assert "ops, whole steps" in page.js("document.querySelector('.kl').innerText")
     assert page.problems() == []
+    page.close()
+
+
+GPU_CAPTURE = Path(__file__).resolve().parents[1] / "data" / "gpu" / "2026-11-26-nvidia-h200"
+
+
+def test_a_real_h200_run_with_a_profiler_window_draws_its_kernels(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """REAL: `gpuwhy run --profile` of an input-bound PyTorch job on an H200 (the GPU-truth
+    capture); `gpuwhy report` of its recording finds the window beside it."""
+    from gpuwhy.cli import main
+
+    record = GPU_CAPTURE / "torch_loader" / "window-slow.gpuwhy.db"
+    path = tmp_path / "run.html"
+    assert main(["report", str(record), "--html", str(path), "--json"]) == 0
+    page = Page(browser, path)
+    (trace,) = load_traces(str(GPU_CAPTURE / "torch_loader" / "window-slow.gpuwhy.profile"))
+    # The run's own timeline, and the window's section with its kernel timeline.
+    assert _lanes(page) and all(lane["ink"] > 0 for lane in _lanes(page))
+    hint = page.js("document.querySelector('#kernels .hint').innerText")
+    assert "5 steps profiled" in hint and "the profiler's cost" in hint
+    streams = {(d, s) for d, s in zip(trace.ops.device, trace.ops.stream, strict=True)}
+    assert int(page.js("document.querySelector('.kl').dataset.rows")) == 2 + len(streams)
+    assert int(page.js("document.querySelector('.kl').dataset.drawn")) > 100
+    # The loader's wait of the second step, on the host row: 18 ms a step on this job.
+    first = min(start for _, start, _ in trace.steps)
+    second = sorted(trace.steps, key=lambda s: s[1])[1]
+    (load,) = [c for c in trace.loader if second[1] <= c.start_ns < second[2]]
+    x, y = _kernel_point(page, (load.start_ns + load.end_ns) / 2 - first, 1)
+    page.mouse("mouseMoved", x, y)
+    tip = str(page.js("document.querySelector('.kl-tip').innerText"))
+    assert "data loader" in tip and " ms at " in tip, tip
+    assert page.problems() == []
+    assert page.requests() == [path.resolve().as_uri()]
     page.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -107,13 +108,42 @@ def _handle_nodes(paths: list[Path], args: argparse.Namespace, gate: Any) -> int
             recording.close()
 
 
+def profile_directory(record: Path) -> Path:
+    """Where `run --profile` writes its traces: beside the recording, named after it."""
+    return record.parent / (record.name.removesuffix(".db") + ".profile")
+
+
+def with_profile_window(
+    diagnosis: Any, recording: Any, profile_dir: Path
+) -> tuple[Any, list[Any], str | None]:
+    """The diagnosis with the run's profiler window folded in, the window's traces, and why it
+    could not be read (the diagnosis then as it was, no traces)."""
+    from gpuwhy.analysis.kernels.window import window_cost, with_profile
+    from gpuwhy.model import SpanKind
+    from gpuwhy.traces import load_traces
+
+    try:
+        traces = load_traces(str(profile_dir))
+        cost = window_cost(recording.events(), recording.spans(SpanKind.STEP))
+        return with_profile(diagnosis, traces, cost), traces, None
+    except Exception as error:
+        return diagnosis, [], str(error)
+
+
 def _report(recording: Any, args: argparse.Namespace, gate: Any) -> int:
-    """Analyse `recording` (one, or a job's nodes merged) and show or write the report."""
+    """Analyse `recording` (one, or a job's nodes merged) and show or write the report. One
+    recording made with `run --profile` gets its profiler window too."""
     diagnosis, problem = analyse(recording)
+    traces: list[Any] = []
+    window = profile_directory(Path(args.recording))
+    if diagnosis is not None and window.is_dir():
+        diagnosis, traces, error = with_profile_window(diagnosis, recording, window)
+        if error:
+            sys.stderr.write(f"gpuwhy: warning: the profiler window could not be read: {error}\n")
     if args.html:
         if diagnosis is None:
             raise _Unanalysable(f"cannot analyse {args.recording}: {problem}")
-        write_html(diagnosis, recording, args.html)  # UsageError when it cannot be written
+        write_html(diagnosis, recording, args.html, traces)  # UsageError when not writable
     if args.json:
         if diagnosis is None:
             raise _Unanalysable(f"cannot analyse {args.recording}: {problem}")
@@ -199,11 +229,12 @@ def write_json(diagnosis: Any, path: str) -> None:
         file.write("\n")
 
 
-def write_html(diagnosis: Any, recording: Any, path: str) -> None:
-    """Write the self-contained HTML report (timeline from ``recording``) to ``path``."""
+def write_html(diagnosis: Any, recording: Any, path: str, traces: Sequence[Any] = ()) -> None:
+    """Write the self-contained HTML report (timeline from ``recording``; ``traces``: the run's
+    profiler window, whose kernels it draws too) to ``path``."""
     from gpuwhy.report.html.page import write_html as write_page
 
-    write_page(diagnosis, recording, path)
+    write_page(diagnosis, recording, path, traces)
 
 
 def _json_document(diagnosis: Any) -> dict[str, Any]:

@@ -138,6 +138,8 @@ def _handle(args: argparse.Namespace) -> int:
             f"note: {record.parent} is writable by every user of this machine: others "
             "can see the recording there",
         )
+    from gpuwhy.cli.report import profile_directory
+
     profile_dir = profile_directory(record) if args.profile is not None else None
     options = JobOptions(
         command=command,
@@ -226,27 +228,19 @@ def _starter(
     return start
 
 
-def profile_directory(record: Path) -> Path:
-    """Where `--profile` writes its traces: beside the recording, named after it."""
-    return record.parent / (record.name.removesuffix(".db") + ".profile")
-
-
-def _with_profile(diagnosis: Any, recording: Any, profile_dir: Path, stream: TextIO) -> Any:
-    """The run's diagnosis with its profiler window folded in; as it was if there is none."""
-    from gpuwhy.analysis.kernels.window import window_cost, with_profile
-    from gpuwhy.model import SpanKind
-    from gpuwhy.traces import load_traces
+def _with_profile(
+    diagnosis: Any, recording: Any, profile_dir: Path, stream: TextIO
+) -> tuple[Any, list[Any]]:
+    """The run's diagnosis with its profiler window folded in, and the window's traces."""
+    from gpuwhy.cli.report import with_profile_window
 
     if not profile_dir.is_dir() or not any(profile_dir.iterdir()):
         _say(stream, "note: no profiler window was written (no training steps past the warm-up?)")
-        return diagnosis
-    try:
-        traces = load_traces(str(profile_dir))
-        cost = window_cost(recording.events(), recording.spans(SpanKind.STEP))
-        return with_profile(diagnosis, traces, cost)
-    except Exception as error:
+        return diagnosis, []
+    folded, traces, error = with_profile_window(diagnosis, recording, profile_dir)
+    if error:
         _say(stream, f"warning: the profiler window could not be read: {error}")
-        return diagnosis
+    return folded, traces
 
 
 def _summarise(
@@ -272,8 +266,9 @@ def _summarise(
         return None, f"cannot read the recording back: {error}"
     with recording:
         diagnosis, problem = analyse(recording)
+        traces: list[Any] = []
         if diagnosis is not None and profile_dir is not None:
-            diagnosis = _with_profile(diagnosis, recording, profile_dir, stream)
+            diagnosis, traces = _with_profile(diagnosis, recording, profile_dir, stream)
         if json_path is not None:
             try:
                 if diagnosis is None:
@@ -286,7 +281,7 @@ def _summarise(
             try:
                 if diagnosis is None:
                     raise RuntimeError(problem)
-                write_html(diagnosis, recording, str(html_path))
+                write_html(diagnosis, recording, str(html_path), traces)
                 html_written = True
             except Exception as error:
                 _say(stream, f"warning: no HTML report written to {html_path}: {error}")

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from gpuwhy.analysis import Diagnosis
 from gpuwhy.errors import UsageError
 from gpuwhy.report.html.format import esc, seconds
+from gpuwhy.report.html.kernel_lanes import kernel_lanes
+from gpuwhy.report.html.kernel_section import KERNELS_ELEMENT_ID, rank_sections
 from gpuwhy.report.html.meta import run_section
 from gpuwhy.report.html.phases import phase_colors
 from gpuwhy.report.html.sections import (
@@ -33,6 +36,7 @@ from gpuwhy.report.html.sections import (
     ranks,
 )
 from gpuwhy.report.html.timeline import timeline_data
+from gpuwhy.traces import RankTrace
 
 if TYPE_CHECKING:
     from gpuwhy.recording.reader import Recording
@@ -58,11 +62,16 @@ def script_json(data: Any) -> str:
     )
 
 
-def csp(script: str) -> str:
-    """The page's Content-Security-Policy: the one inline script (by its hash), no request."""
-    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+def csp(*scripts: str) -> str:
+    """The page's Content-Security-Policy: its inline scripts (by their hashes), no request."""
+    hashes = " ".join(
+        "'sha256-{}'".format(
+            base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+        )
+        for script in scripts
+    )
     return (
-        f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "
+        f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; "
         "img-src data:; base-uri 'none'; form-action 'none'"
     )
 
@@ -93,7 +102,42 @@ def _timeline_section(data: dict[str, Any], names: list[str]) -> str:
     )
 
 
-def _page(diagnosis: Diagnosis, data: dict[str, Any], script: str, css: str, sections: str) -> str:
+def _window_section(diagnosis: Diagnosis, lanes: list[dict[str, Any] | None]) -> str:
+    """The run's profiler window (`run --profile`): its cost, then the kernel-level ranks."""
+    kernels = diagnosis.kernels
+    if kernels is None:
+        return ""
+    window = kernels.window or {}
+    facts = [f"{window['steps']} steps profiled"] if window.get("steps") else []
+    if window.get("inside_over_outside"):
+        facts.append(
+            f"a step inside the window took {window['inside_over_outside']:.2f}x one outside "
+            "(the profiler's cost)"
+        )
+    if window.get("path"):
+        facts.append(f"trace: {window['path']}")
+    return (
+        '<section id="kernels"><h2>Profiler window</h2>'
+        f'<p class="hint">{esc("; ".join(facts) or "The kernels of a few profiled steps.")}</p>'
+        f"{rank_sections(kernels, lanes)}</section>"
+    )
+
+
+def _page(
+    diagnosis: Diagnosis,
+    data: dict[str, Any],
+    scripts: tuple[str, str],
+    css: str,
+    sections: str,
+    lanes: list[dict[str, Any] | None],
+) -> str:
+    script, kernels_script = scripts
+    kernels_tail = (
+        f'<script type="application/json" id="{KERNELS_ELEMENT_ID}">{script_json(lanes)}</script>'
+        f"<script>{kernels_script}</script>"
+        if any(lanes)
+        else ""
+    )
     names = [n for n, p in diagnosis.phases.items() if p.intervals or n == "data_wait"]
     if data["wait"] is None and "data_wait" in names:
         names.remove("data_wait")
@@ -101,7 +145,8 @@ def _page(diagnosis: Diagnosis, data: dict[str, Any], script: str, css: str, sec
     body = header(diagnosis) + _timeline_section(data, names) + sections
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{esc(csp(script))}">'
+        f'<meta http-equiv="Content-Security-Policy" '
+        f'content="{esc(csp(script, kernels_script) if kernels_tail else csp(script))}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="referrer" content="no-referrer">'
         f"<title>{esc(title[:200])}</title><style>{css}</style></head>"
@@ -109,7 +154,7 @@ def _page(diagnosis: Diagnosis, data: dict[str, Any], script: str, css: str, sec
         "network and no other file.</footer></main>"
         f'<script type="application/json" id="{DATA_ELEMENT_ID}">'
         f"{script_json({'timeline': data})}</script>"
-        f"<script>{script}</script></body></html>\n"
+        f"<script>{script}</script>{kernels_tail}</body></html>\n"
     )
 
 
@@ -117,23 +162,34 @@ def _utf8_size(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-def render_html(diagnosis: Diagnosis, recording: Recording) -> str:
-    """The whole page as text (deterministic for a given recording), under MAX_HTML_BYTES."""
-    script, css = asset("timeline.js"), asset("report.css")
+def render_html(
+    diagnosis: Diagnosis, recording: Recording, traces: Sequence[RankTrace] = ()
+) -> str:
+    """The whole page as text (deterministic for a given recording), under MAX_HTML_BYTES.
+    ``traces``: the run's profiler window, whose kernels the page then draws too."""
+    scripts = asset("timeline.js"), asset("kernels.js")
+    css = asset("report.css")
+    lanes = kernel_lanes(traces) if traces and diagnosis.kernels is not None else []
     sections = "".join(
         (
             phases(diagnosis),
             ranks(diagnosis),
             findings(diagnosis),
+            _window_section(diagnosis, lanes),
             environment(diagnosis),
             run_section(diagnosis),
         )
     )
     # The timeline gets what the rest of the page leaves of the size limit.
-    fixed = sum(_utf8_size(part) for part in (script, css, sections, header(diagnosis)))
-    budget = MAX_HTML_BYTES - fixed - PAGE_MARGIN_BYTES
+    parts = (*scripts, css, sections, header(diagnosis), script_json(lanes))
+    budget = MAX_HTML_BYTES - sum(_utf8_size(part) for part in parts) - PAGE_MARGIN_BYTES
     page = _page(
-        diagnosis, timeline_data(diagnosis, recording, budget_bytes=budget), script, css, sections
+        diagnosis,
+        timeline_data(diagnosis, recording, budget_bytes=budget),
+        scripts,
+        css,
+        sections,
+        lanes,
     )
     overshoot = _utf8_size(page) - MAX_HTML_BYTES
     if overshoot > 0:  # an estimate fell short (very long texts): once more, with less
@@ -141,19 +197,25 @@ def render_html(diagnosis: Diagnosis, recording: Recording) -> str:
         page = _page(
             diagnosis,
             timeline_data(diagnosis, recording, budget_bytes=budget),
-            script,
+            scripts,
             css,
             sections,
+            lanes,
         )
     return page
 
 
-def write_html(diagnosis: Diagnosis, recording: Recording, path: str | os.PathLike[str]) -> None:
+def write_html(
+    diagnosis: Diagnosis,
+    recording: Recording,
+    path: str | os.PathLike[str],
+    traces: Sequence[RankTrace] = (),
+) -> None:
     """Write the HTML report to `path` (replaced whole: a reader never sees half a file).
 
     Raises UsageError (one line, with the fix) when the file cannot be written.
     """
-    write_page_text(render_html(diagnosis, recording), path)
+    write_page_text(render_html(diagnosis, recording, traces), path)
 
 
 def write_page_text(text: str, path: str | os.PathLike[str]) -> None:

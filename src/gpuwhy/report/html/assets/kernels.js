@@ -16,7 +16,7 @@
   var KINDS = ["compute", "communication", "memcpy", "memset"];
   var COLORS = ["#2f7ed8", "#e67e22", "#27ae60", "#95a5a6"];
   var LOADER = "#c0392b", SYNC = "#8e44ad";
-  var tip = el("div", "tl-tip");
+  var tip = el("div", "tl-tip kl-tip");
   document.body.appendChild(tip);
 
   function el(tag, cls, text) {
