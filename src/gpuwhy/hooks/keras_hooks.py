@@ -43,11 +43,13 @@ class KerasSpans:
         self._execs: dict[str, dict[int, int]] = {}  # phase -> {first batch: exec id}
         self._restore: list[Callable[[], None] | None] = []
         self._window: backend_window.BackendWindow | None = None
+        self._train_batches = 0  # train batches begun since the train phase's round began
 
     # phases -----------------------------------------------------------------------------
     @_safe
     def on_train_begin(self, logs: Any = None) -> None:
         self._in_fit += 1
+        self._train_batches = 0
         self._enter("train", "train_function")
         self._window = backend_window.window_for(self._backend)
 
@@ -57,6 +59,14 @@ class KerasSpans:
         self._leave()
         if self._window is not None:
             self._window.close()
+
+    @_safe
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        # An epoch without validation before it: a round of its own, as the rounds that
+        # validation separates (a first epoch that fills a cache is then seen as such).
+        if self._train_batches:
+            self._train_batches = 0
+            tracker.new_round(tracker.clock())
 
     @_safe
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
@@ -72,6 +82,7 @@ class KerasSpans:
     @_safe
     def on_test_end(self, logs: Any = None) -> None:
         self._leave()
+        self._train_batches = 0  # the train phase, if any, begins a new round
 
     @_safe
     def on_predict_begin(self, logs: Any = None) -> None:
@@ -86,6 +97,7 @@ class KerasSpans:
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         if self._window is not None:
             self._window.on_batch_begin()
+        self._train_batches += 1
         self._begin("train", batch)
 
     @_safe

@@ -187,6 +187,20 @@ def unwind(depth: int, t: int) -> None:
     st.prev_exec = None
 
 
+def new_round(t: int) -> None:
+    """The current phase begins a new round at `t` (the next epoch of one Keras `fit`): what
+    it did so far is one PHASE span and the next begins here, so its rounds are told apart
+    (analysis/steady.py) as a loop's epochs are."""
+    st = state()
+    if not st.phases or st.phases[-1][2]:
+        return  # no phase, or an implicit one: its loop's iterator marks its rounds
+    close_step(st, t)
+    segment = st.phases[-1]
+    _emit_segment(segment, t)
+    segment[1] = t
+    st.prev_exec = None
+
+
 def _emit_segment(segment: list[Any], t: int) -> None:
     st = state()
     if st.pending is not None and segment[2]:  # the unnamed loop's phase, ending untrained

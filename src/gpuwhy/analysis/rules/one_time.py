@@ -38,11 +38,14 @@ RECURRING_FIXES = {
     "keras": (
         "Build once: call `fit` once with `epochs=N` instead of `fit` in a loop (each call "
         "makes its train function and input iterator again, and traces or compiles it on "
-        "its first step); `validation_freq` rather than `evaluate` in a loop."
+        "its first step); within one `fit`, a finite dataset gets a new iterator every "
+        "epoch: `fit(ds.repeat(), steps_per_epoch=N)` keeps one across epochs; "
+        "`validation_freq` rather than `evaluate` in a loop."
     ),
     "tensorflow": (
         "Build and trace once: call `fit` once with `epochs=N` instead of `fit` in a loop (each "
-        "call makes and traces its train function and input iterator again); in a custom loop "
+        "call makes and traces its train function and input iterator again; within one `fit`, "
+        "`fit(ds.repeat(), steps_per_epoch=N)` keeps one iterator across epochs); in a custom loop "
         "keep one `tf.function` and pass it tensors, not Python numbers, so it is not retraced "
         "(`@tf.function(reduce_retracing=True)`)."
     ),
