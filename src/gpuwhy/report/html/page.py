@@ -183,25 +183,15 @@ def render_html(
     # The timeline gets what the rest of the page leaves of the size limit.
     parts = (*scripts, css, sections, header(diagnosis), script_json(lanes))
     budget = MAX_HTML_BYTES - sum(_utf8_size(part) for part in parts) - PAGE_MARGIN_BYTES
-    page = _page(
-        diagnosis,
-        timeline_data(diagnosis, recording, budget_bytes=budget),
-        scripts,
-        css,
-        sections,
-        lanes,
-    )
+
+    def page_within(budget: int) -> str:
+        data = timeline_data(diagnosis, recording, budget_bytes=budget)
+        return _page(diagnosis, data, scripts, css, sections, lanes)
+
+    page = page_within(budget)
     overshoot = _utf8_size(page) - MAX_HTML_BYTES
     if overshoot > 0:  # an estimate fell short (very long texts): once more, with less
-        budget -= overshoot + PAGE_MARGIN_BYTES
-        page = _page(
-            diagnosis,
-            timeline_data(diagnosis, recording, budget_bytes=budget),
-            scripts,
-            css,
-            sections,
-            lanes,
-        )
+        page = page_within(budget - overshoot - PAGE_MARGIN_BYTES)
     return page
 
 
