@@ -68,8 +68,9 @@ def _stream_idle(streams: Mapping[str, Mapping[str, float]] | None) -> str:
         for stream, idle in streams.items()
     )
     return (
-        '<p class="hint">Idle per stream (Holistic Trace Analysis\' split, over the steps before '
-        "the last): the gap before each op on the stream, by what it waited for.</p>"
+        '<p class="hint">Idle per stream (Holistic Trace Analysis\' split, over its window: the '
+        "work launched before the last profiled step, all of it with one step): the gap before "
+        "each op on the stream, by what it waited for.</p>"
         '<div class="scroll"><table class="kstreams"><thead><tr><th>stream</th><th>idle</th>'
         "<th>waiting for the host</th><th>between kernels</th><th>other</th></tr></thead>"
         f"<tbody>{rows}</tbody></table></div>"

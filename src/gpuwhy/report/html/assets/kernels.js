@@ -28,6 +28,7 @@
 
   function fmtDur(ns) {
     var a = Math.abs(ns);
+    if (a === 0) { return "0"; }
     if (a < 1e3) { return Math.round(ns) + " ns"; }
     if (a < 1e6) { return (ns / 1e3).toFixed(a < 1e4 ? 2 : 1) + " µs"; }
     if (a < 1e9) { return (ns / 1e6).toFixed(a < 1e7 ? 2 : 1) + " ms"; }
