@@ -96,6 +96,28 @@ def test_fit_evaluate_predict_emit_their_phases_and_steps(hooks: Collected) -> N
     assert not hooks.events("hook")  # no hook failed
 
 
+def test_each_epoch_of_one_fit_is_a_round_of_its_own(hooks: Collected) -> None:
+    """Epochs split by validation were rounds already; an epoch no validation preceded begins
+    a PHASE span of its own (tracker.new_round), so the analysis tells every epoch apart."""
+    m = model()
+    m.fit(
+        data(5), epochs=4, validation_data=data(2, seed=1), validation_freq=2, verbose=0,
+        shuffle=False,
+    )  # fmt: skip
+    phases = hooks.spans(SpanKind.PHASE)
+    names = [p.phase for p in phases]
+    assert names == ["train", "train", "validation", "train", "train", "validation", "train"]
+    steps = hooks.spans(SpanKind.STEP, "train")
+    per_span = [
+        sum(1 for s in steps if p.start_ns <= s.start_ns < p.end_ns)
+        for p in phases
+        if p.phase == "train"
+    ]
+    assert per_span == [5, 5, 5, 5, 0]  # each epoch's steps in its own span; then fit's end
+    for earlier, later in itertools.pairwise(phases):
+        assert earlier.end_ns <= later.start_ns
+
+
 def test_each_wait_lies_inside_its_step(hooks: Collected) -> None:
     model().fit(data(4, sleep_s=0.02, serial=True), epochs=1, verbose=0, shuffle=False)
     steps = {s.step: s for s in hooks.spans(SpanKind.STEP, "train")}

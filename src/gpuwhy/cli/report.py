@@ -136,7 +136,7 @@ def _report(recording: Any, args: argparse.Namespace, gate: Any) -> int:
     diagnosis, problem = analyse(recording)
     traces: list[Any] = []
     window = profile_directory(Path(args.recording))
-    if diagnosis is not None and window.is_dir():
+    if diagnosis is not None and window.is_dir() and any(window.iterdir()):  # empty: none closed
         diagnosis, traces, error = with_profile_window(diagnosis, recording, window)
         if error:
             sys.stderr.write(f"gpuwhy: warning: the profiler window could not be read: {error}\n")
