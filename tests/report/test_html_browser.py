@@ -715,6 +715,16 @@ def test_the_kernel_timeline_zooms_to_single_kernels_and_names_them(
     x, y = _kernel_point(page, middle, 1)
     page.mouse("mouseMoved", x, y)
     assert "data loader" in str(page.js("document.querySelector('.kl-tip').innerText"))
+    # Keys, as on the run's timeline: the focused timeline zooms out and pans.
+    before = _kernel_view(page)
+    page.js("document.querySelector('.kl').focus()")
+    for key, code in (("-", 189), ("ArrowRight", 39)):
+        page.call("Input.dispatchKeyEvent", type="keyDown", key=key, windowsVirtualKeyCode=code)
+        page.call("Input.dispatchKeyEvent", type="keyUp", key=key, windowsVirtualKeyCode=code)
+    _drawn(page)
+    after = _kernel_view(page)
+    assert after[1] - after[0] == pytest.approx(2 * (before[1] - before[0]), rel=1e-6)
+    assert after[0] > before[0] - (before[1] - before[0]) / 2  # panned right after zooming out
     # Double-click: every step again.
     page.mouse("mousePressed", x, y, button="left", clickCount=2)
     page.mouse("mouseReleased", x, y, button="left", clickCount=2)

@@ -86,7 +86,8 @@
     this.status = el("span", "tl-status");
     toolbar.appendChild(this.status);
     toolbar.appendChild(el("span", "tl-help",
-      "drag across to zoom in · Ctrl+wheel zooms · Shift+wheel pans · double-click resets"));
+      "drag across to zoom in · Ctrl+wheel zooms · Shift+wheel pans · double-click resets · " +
+      "keys: + − ← → 0"));
     root.appendChild(toolbar);
     var legend = el("ul", "legend");
     KINDS.forEach(function (kind, k) {
@@ -326,6 +327,13 @@
         self.pan((event.deltaY || event.deltaX) > 0 ? 0.1 : -0.1);
       }
     }, { passive: false });
+    this.root.addEventListener("keydown", function (event) {  /* as the run's timeline */
+      var keys = { "+": function () { self.zoom(0.5); }, "=": function () { self.zoom(0.5); },
+        "-": function () { self.zoom(2); }, ArrowLeft: function () { self.pan(-0.25); },
+        ArrowRight: function () { self.pan(0.25); }, "0": function () { self.setView(0, self.span); },
+        Home: function () { self.setView(0, self.span); } };
+      if (keys[event.key]) { keys[event.key](); event.preventDefault(); }
+    });
     window.addEventListener("resize", function () { self.schedule(); });
   };
 
