@@ -12,8 +12,9 @@ import pytest
 
 from gpuwhy.analysis.kernels.diagnosis import diagnose_traces
 from gpuwhy.report.html.kernel_lanes import MAX_NAME_CHARS, MAX_OPS, kernel_lanes, rank_lanes
+from gpuwhy.report.html.kernel_section import KERNELS_ELEMENT_ID
 from gpuwhy.report.html.page import MAX_HTML_BYTES
-from gpuwhy.report.html.trace_page import KERNELS_ELEMENT_ID, render_trace_html
+from gpuwhy.report.html.trace_page import render_trace_html
 from gpuwhy.traces import OpKind, RankTrace, load_traces
 from support.kernel_traces import big_trace
 

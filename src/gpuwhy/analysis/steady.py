@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gpuwhy.analysis.intervals import Interval, SortedRuns, total_ns
@@ -163,9 +163,12 @@ def _cold_first_round(
     the rounds that have steps."""
     if len(rounds) < 2:
         return False
-    (first, stop), later = rounds[0], [i for a, b in rounds[1:] for i in range(a, b)]
-    first_median = statistics.median((ends[i] - starts[i]) / weights[i] for i in range(first, stop))
-    later_median = statistics.median((ends[i] - starts[i]) / weights[i] for i in later)
+
+    def per_step(indices: Iterable[int]) -> float:
+        return statistics.median((ends[i] - starts[i]) / weights[i] for i in indices)
+
+    first_median = per_step(range(*rounds[0]))
+    later_median = per_step(i for a, b in rounds[1:] for i in range(a, b))
     return bool(first_median > WARMUP_FACTOR * later_median)
 
 

@@ -113,6 +113,11 @@ def profile_directory(record: Path) -> Path:
     return record.parent / (record.name.removesuffix(".db") + ".profile")
 
 
+def window_written(profile_dir: Path) -> bool:
+    """Whether `run --profile` closed a window there (its folder holds a trace)."""
+    return profile_dir.is_dir() and any(profile_dir.iterdir())
+
+
 def with_profile_window(
     diagnosis: Any, recording: Any, profile_dir: Path
 ) -> tuple[Any, list[Any], str | None]:
@@ -136,7 +141,7 @@ def _report(recording: Any, args: argparse.Namespace, gate: Any) -> int:
     diagnosis, problem = analyse(recording)
     traces: list[Any] = []
     window = profile_directory(Path(args.recording))
-    if diagnosis is not None and window.is_dir() and any(window.iterdir()):  # empty: none closed
+    if diagnosis is not None and window_written(window):
         diagnosis, traces, error = with_profile_window(diagnosis, recording, window)
         if error:
             sys.stderr.write(f"gpuwhy: warning: the profiler window could not be read: {error}\n")

@@ -232,9 +232,9 @@ def _with_profile(
     diagnosis: Any, recording: Any, profile_dir: Path, stream: TextIO
 ) -> tuple[Any, list[Any]]:
     """The run's diagnosis with its profiler window folded in, and the window's traces."""
-    from gpuwhy.cli.report import with_profile_window
+    from gpuwhy.cli.report import window_written, with_profile_window
 
-    if not profile_dir.is_dir() or not any(profile_dir.iterdir()):
+    if not window_written(profile_dir):
         _say(stream, "note: no profiler window was written (no training steps past the warm-up?)")
         return diagnosis, []
     folded, traces, error = with_profile_window(diagnosis, recording, profile_dir)

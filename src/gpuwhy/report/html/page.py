@@ -102,6 +102,14 @@ def _timeline_section(data: dict[str, Any], names: list[str]) -> str:
     )
 
 
+def kernels_block(lanes_json: str, script: str) -> str:
+    """The kernel timelines' data (kernel_lanes, as script_json) and the script drawing them."""
+    return (
+        f'<script type="application/json" id="{KERNELS_ELEMENT_ID}">{lanes_json}</script>'
+        f"<script>{script}</script>"
+    )
+
+
 def _window_section(diagnosis: Diagnosis, lanes: list[dict[str, Any] | None]) -> str:
     """The run's profiler window (`run --profile`): its cost, then the kernel-level ranks."""
     kernels = diagnosis.kernels
@@ -129,15 +137,11 @@ def _page(
     scripts: tuple[str, str],
     css: str,
     sections: str,
-    lanes: list[dict[str, Any] | None],
+    lanes_json: str | None,
 ) -> str:
+    """``lanes_json``: the profiler window's kernel timelines, None where nothing is drawn."""
     script, kernels_script = scripts
-    kernels_tail = (
-        f'<script type="application/json" id="{KERNELS_ELEMENT_ID}">{script_json(lanes)}</script>'
-        f"<script>{kernels_script}</script>"
-        if any(lanes)
-        else ""
-    )
+    kernels_tail = "" if lanes_json is None else kernels_block(lanes_json, kernels_script)
     names = [n for n, p in diagnosis.phases.items() if p.intervals or n == "data_wait"]
     if data["wait"] is None and "data_wait" in names:
         names.remove("data_wait")
@@ -180,13 +184,14 @@ def render_html(
             run_section(diagnosis),
         )
     )
+    lanes_json = script_json(lanes) if any(lanes) else None
     # The timeline gets what the rest of the page leaves of the size limit.
-    parts = (*scripts, css, sections, header(diagnosis), script_json(lanes))
+    parts = (*scripts, css, sections, header(diagnosis), lanes_json or "")
     budget = MAX_HTML_BYTES - sum(_utf8_size(part) for part in parts) - PAGE_MARGIN_BYTES
 
     def page_within(budget: int) -> str:
         data = timeline_data(diagnosis, recording, budget_bytes=budget)
-        return _page(diagnosis, data, scripts, css, sections, lanes)
+        return _page(diagnosis, data, scripts, css, sections, lanes_json)
 
     page = page_within(budget)
     overshoot = _utf8_size(page) - MAX_HTML_BYTES

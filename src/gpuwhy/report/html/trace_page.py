@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from gpuwhy.analysis import Diagnosis
 from gpuwhy.report.html.format import esc, seconds
 from gpuwhy.report.html.kernel_lanes import kernel_lanes
-from gpuwhy.report.html.kernel_section import KERNELS_ELEMENT_ID, rank_sections
-from gpuwhy.report.html.page import asset, csp, script_json, write_page_text
+from gpuwhy.report.html.kernel_section import rank_sections
+from gpuwhy.report.html.page import asset, csp, kernels_block, script_json, write_page_text
 from gpuwhy.report.html.sections import findings, phases
 from gpuwhy.report.verdict import verdict
 from gpuwhy.traces import RankTrace
@@ -63,8 +63,7 @@ def render_trace_html(diagnosis: Diagnosis, traces: Sequence[RankTrace] = ()) ->
         f"<style>{asset('report.css')}</style></head>"
         f"<body><main>{body}<footer>Made by gpuwhy from the profiler trace; this file needs no "
         "network and no other file.</footer></main>"
-        f'<script type="application/json" id="{KERNELS_ELEMENT_ID}">{script_json(lanes)}</script>'
-        f"<script>{script}</script></body></html>\n"
+        f"{kernels_block(script_json(lanes), script)}</body></html>\n"
     )
 
 
