@@ -7,6 +7,7 @@ import json
 import os
 import select
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -197,6 +198,41 @@ def test_default_recording_path_keeps_runs_apart(tmp_path: Path) -> None:
     # --quiet: no summary, but the user still learns where the recording went.
     assert first.stderr.decode().startswith("gpuwhy: recording saved to gpuwhy-runs/")
     assert first.stderr.decode().count("\n") == 1
+
+
+def test_runs_started_at_once_in_one_folder_each_keep_their_recording(tmp_path: Path) -> None:
+    # A sweep launching its jobs together: the default names collide within the second.
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "gpuwhy", "run", "--quiet", "--", PY, "-c", "pass"],
+            cwd=tmp_path,
+            env=_env(),
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(3)
+    ]
+    errors = [run.communicate(timeout=60)[1].decode() for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0], errors
+    saved = {line.split("recording saved to ")[1].split()[0] for line in errors}
+    assert len(saved) == 3
+    assert {f"gpuwhy-runs/{p.name}" for p in (tmp_path / "gpuwhy-runs").iterdir()} == saved
+
+
+def test_a_run_refused_after_its_name_was_picked_leaves_no_file(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = gpuwhy(["run", "--metrics", str(port), "--", PY, "-c", "pass"], tmp_path)
+    assert result.returncode == 2 and b"cannot serve metrics" in result.stderr
+    assert list((tmp_path / "gpuwhy-runs").iterdir()) == []
+
+
+def test_a_command_not_found_leaves_no_file_in_the_record_folder(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    result = gpuwhy(["run", "--record", "runs/", "--", "no-such-command-here"], tmp_path)
+    assert result.returncode == 127
+    assert list((tmp_path / "runs").iterdir()) == []
 
 
 def test_options_after_the_command_belong_to_the_command(tmp_path: Path) -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import multiprocessing
+import time
 from pathlib import Path
 
 import pytest
 
+from gpuwhy.errors import RecordingError
+from gpuwhy.recording import schema
 from gpuwhy.runtime.paths import default_recording_path, node_recording_path, run_name
 
 
@@ -47,3 +51,39 @@ def test_each_node_of_a_job_names_its_own_recording(tmp_path: Path) -> None:
     path.touch()
     again = node_recording_path(command, tmp_path, environ=slurm, host="gpu-a", pid=7, now=now)
     assert again.name == "20261126T010203Z-9001-node3-2.gpuwhy.db"  # never the same file twice
+
+
+def _pick(directory: str, start: float) -> str:
+    """One process's default name, picked at `start` (wall clock) so that all pick at once."""
+    while time.time() < start:
+        pass
+    now = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    return default_recording_path(["python", "train.py"], now=now, directory=directory).name
+
+
+def test_runs_that_pick_a_name_in_the_same_second_never_share_it(tmp_path: Path) -> None:
+    # Real processes racing for one name: each claims its own (an exclusive empty file).
+    start = time.time() + 1.0
+    with multiprocessing.get_context("spawn").Pool(6) as pool:
+        names = pool.starmap(_pick, [(str(tmp_path / "runs"), start)] * 6)
+    assert len(set(names)) == 6, names
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(names)
+
+
+def test_a_claimed_name_never_written_into_is_given_back(tmp_path: Path) -> None:
+    path = default_recording_path(["python", "train.py"], directory=tmp_path)
+    assert path.exists() and path.stat().st_size == 0  # claimed
+    schema.release(path)
+    assert not path.exists()
+    # Once a recording is written into it, the name is no longer a claim: release keeps it.
+    kept = default_recording_path(["python", "train.py"], directory=tmp_path)
+    schema.create_empty(kept).close()
+    schema.release(kept)
+    assert kept.stat().st_size > 0
+
+
+def test_only_this_processes_claim_is_taken_over(tmp_path: Path) -> None:
+    someone_elses = tmp_path / "r.gpuwhy.db"
+    someone_elses.touch()  # empty, but not claimed here: never overwritten
+    with pytest.raises(RecordingError, match="already exists"):
+        schema.create_empty(someone_elses)

@@ -102,9 +102,7 @@ def register(subparsers: Any) -> None:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from gpuwhy.cli.crash import CrashWithExitCode
-    from gpuwhy.runtime.child import FinishGuard, resolve_command
-    from gpuwhy.runtime.job import JobOptions, run_job
+    from gpuwhy.runtime.child import resolve_command
     from gpuwhy.runtime.paths import default_recording_path
 
     command = job_command(args.command, "run")
@@ -124,11 +122,29 @@ def _handle(args: argparse.Namespace) -> int:
     gate = fail_on.parse(args.fail_on, "run")
     if args.metrics:
         metrics.check_address(args.metrics)
-    record = _record_path(args.record, command) if args.record else None
     resolve_command(command, os.environ)  # SpawnError (127/126) before any file is created
-    if record is None:
-        record = default_recording_path(command)
-        record.parent.mkdir(parents=True, exist_ok=True)
+    record = _record_path(args.record, command) if args.record else default_recording_path(command)
+    try:
+        return _record_and_report(args, command, record, interval, json_path, html_path, gate)
+    finally:
+        from gpuwhy.recording import schema
+
+        schema.release(record)  # a name gpuwhy claimed that no recording was written into
+
+
+def _record_and_report(
+    args: argparse.Namespace,
+    command: list[str],
+    record: Path,
+    interval: float,
+    json_path: Path | None,
+    html_path: Path | None,
+    gate: fail_on.FailOn | None,
+) -> int:
+    from gpuwhy.cli.crash import CrashWithExitCode
+    from gpuwhy.runtime.child import FinishGuard
+    from gpuwhy.runtime.job import JobOptions, run_job
+
     stderr = sys.stderr
     if not args.quiet:
         _say(stderr, f"recording to {record}")

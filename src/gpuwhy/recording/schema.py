@@ -118,21 +118,67 @@ def probe(db: sqlite3.Connection) -> None:
         db.execute(f"SELECT MAX(t_first) FROM {spec.table('blocks')}").fetchone()
 
 
+_claims: set[str] = set()
+"""Names this process claimed (`claim`) and has not yet written a recording into."""
+
+
+def claim(path: str | os.PathLike[str]) -> bool:
+    """Take a name for a recording written later: create it empty, exclusively. False if it
+    exists. Two runs that pick a name in the same second in one folder then never pick the
+    same one: the second finds the first's claim and moves on (runtime/paths.py)."""
+    target = os.fspath(path)
+    if not _create_exclusively(target):
+        return False
+    _claims.add(target)
+    return True
+
+
+def release(path: str | os.PathLike[str]) -> None:
+    """Give back a claimed name no recording was written into (the run ended before it began)."""
+    target = os.fspath(path)
+    if target in _claims:
+        _claims.discard(target)
+        try:
+            if os.path.getsize(target) == 0:
+                os.unlink(target)
+        except OSError:
+            pass  # gone already, or not ours to remove: nothing is lost either way
+
+
+def _created(target: str) -> bool:
+    """Create `target` exclusively, or take over this process's own empty claim on it."""
+    if target in _claims:
+        _claims.discard(target)
+        if os.path.getsize(target) == 0:
+            return True
+    return _create_exclusively(target)
+
+
+def _create_exclusively(target: str) -> bool:
+    """An empty file at `target`; False if one exists. O_EXCL: never overwrite someone's file,
+    even if it appears between a check and the create."""
+    try:
+        os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return False
+    return True
+
+
 def create_empty(path: str | os.PathLike[str]) -> sqlite3.Connection:
-    """Create a new recording file with the current schema; RecordingError if it exists."""
+    """Create a new recording file with the current schema; RecordingError if it exists (other
+    than as this process's own claim)."""
     target = os.fspath(path)
     try:
-        # O_EXCL: never overwrite someone's file, even if it appears between check and create.
-        os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-    except FileExistsError as error:
-        raise RecordingError(
-            f"recording {target} already exists", "choose another path or delete the old file"
-        ) from error
+        created = _created(target)
     except OSError as error:
         raise RecordingError(
             f"cannot create recording {target}: {error.strerror}",
             "check that the folder exists and is writable",
         ) from error
+    if not created:
+        raise RecordingError(
+            f"recording {target} already exists", "choose another path or delete the old file"
+        )
     connection = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
     try:
         # Staging rows are deleted as their slot packs into a block: incremental vacuum lets

@@ -38,8 +38,7 @@ class Monitor:
         clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:
         if path is None:
-            path = default_recording_path(sys.argv or ["python"])
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path = default_recording_path(sys.argv or ["python"])  # claimed until start()
         self.path = Path(path)
         self._clock = clock
         self.session = Session(self.path, interval_s=interval_s, job_pid=os.getpid(), clock=clock)

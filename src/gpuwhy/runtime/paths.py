@@ -8,8 +8,10 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from gpuwhy.recording import schema
+
 RUNS_DIR = "gpuwhy-runs"
-SUFFIX = ".gpuwhy.db"
+SUFFIX = schema.FILE_SUFFIX
 
 
 def run_name(command: Sequence[str]) -> str:
@@ -69,10 +71,13 @@ def node_recording_path(
 
 
 def _unique(folder: Path, stem: str) -> Path:
-    """``folder/stem.gpuwhy.db``, or with a ``-2``, ``-3``… where that exists."""
+    """``folder/stem.gpuwhy.db``, or with a ``-2``, ``-3``… where that exists; claimed at once
+    (schema.claim), so that runs started in the same second in one folder keep apart. The
+    folder is created if need be; `schema.release` gives back a name never written into."""
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{stem}{SUFFIX}"
     counter = 2
-    while path.exists():
+    while not schema.claim(path):
         path = folder / f"{stem}-{counter}{SUFFIX}"
         counter += 1
     return path
