@@ -287,3 +287,26 @@ def test_another_frameworks_environment_error_does_not_hide_not_on_gpu(tmp_path:
     run.gpu(0, 0, 10, util_gpu_pct=0, job_memory_bytes=0)
     run.event(0.1, "hooks", "instrumented torch", module="torch")
     assert _codes(_diagnose(run))[0] == "NOT_ON_GPU"
+
+
+def test_a_sliver_of_a_phase_waiting_a_fifth_of_its_time_is_not_input_bound(tmp_path: Path) -> None:
+    """Validation of four small batches, each waiting 30 % of its step: highly input-bound by
+    share, but 0.8 % of the steady work, so the fix buys nothing a user would notice."""
+    run = Run(tmp_path / "r.db", duration_s=20, environment=NO_GPU_ENV)
+    end = _train(run, step_s=0.1, count=100)  # 1 .. 11 s, no wait
+    start = end + 0.5
+    run.steps("validation", start, 4, 0.014, wait_s=0.006)
+    run.phase("validation", start, start + 0.08)
+    diagnosis = _diagnose(run)
+    assert diagnosis.phases["validation"].data_wait_fraction >= 0.2  # type: ignore[operator]
+    assert _input_bound_phases(diagnosis) == []
+
+
+def test_steady_steps_waiting_after_a_long_start_up_stay_input_bound(tmp_path: Path) -> None:
+    """A short try of a long job: 60 s of start-up, then 3 s of steps waiting 60 % of the time.
+    The wait is 3 % of the run's wall time, but all of the work that would repeat."""
+    run = Run(tmp_path / "r.db", duration_s=64, environment=NO_GPU_ENV)
+    _train(run, wait_s=0.06, step_s=0.04, start=60.0, count=30)
+    [finding] = [f for f in _diagnose(run).findings if f.code == "INPUT_BOUND"]
+    assert finding.evidence["run_wait_fraction"] < 0.05
+    assert finding.evidence["steady_run_wait_fraction"] == pytest.approx(0.6, abs=0.02)

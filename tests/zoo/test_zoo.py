@@ -115,7 +115,8 @@ def test_gpuwhy_is_right_on_a_real_world_job(index: int, tmp_path: Path) -> None
         else:
             assert fraction is not None and fraction < ABSENT, (name, fraction)
     codes = {finding["code"] for finding in report["findings"]}
-    assert ("INPUT_BOUND" in codes) == any(member.waits.values()), codes
+    said = [f["evidence"] for f in report["findings"] if f["code"] == "INPUT_BOUND"]
+    assert ("INPUT_BOUND" in codes) == any(member.waits.values()), (codes, said)
 
 
 def _write_row(
