@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-import multiprocessing
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -53,19 +54,30 @@ def test_each_node_of_a_job_names_its_own_recording(tmp_path: Path) -> None:
     assert again.name == "20261126T010203Z-9001-node3-2.gpuwhy.db"  # never the same file twice
 
 
-def _pick(directory: str, start: float) -> str:
-    """One process's default name, picked at `start` (wall clock) so that all pick at once."""
-    while time.time() < start:
-        pass
-    now = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
-    return default_recording_path(["python", "train.py"], now=now, directory=directory).name
+_PICK = """
+import datetime as dt, sys, time
+from gpuwhy.runtime.paths import default_recording_path
+start = float(sys.argv[2])
+while time.time() < start:
+    pass
+now = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+print(default_recording_path(["python", "train.py"], now=now, directory=sys.argv[1]).name)
+"""
 
 
 def test_runs_that_pick_a_name_in_the_same_second_never_share_it(tmp_path: Path) -> None:
-    # Real processes racing for one name: each claims its own (an exclusive empty file).
-    start = time.time() + 1.0
-    with multiprocessing.get_context("spawn").Pool(6) as pool:
-        names = pool.starmap(_pick, [(str(tmp_path / "runs"), start)] * 6)
+    # Real processes racing for one name, all let go at one moment: each claims its own (an
+    # exclusive empty file).
+    start = time.time() + 1.5
+    pickers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _PICK, str(tmp_path / "runs"), str(start)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    names = [picker.communicate(timeout=60)[0].strip() for picker in pickers]
     assert len(set(names)) == 6, names
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(names)
 

@@ -24,7 +24,11 @@ from zoo.members import MEMBERS, Member
 pytestmark = pytest.mark.slow
 
 PRESENT = 0.3  # the slow reads are most of each step: a loop that waits for them
-ABSENT = 0.1  # in-memory input: what a pull costs (indexing, collating) is a small share
+# In-memory input: a pull costs indexing and collating, a small share, but on a loaded machine
+# (the job's bare twin and other tests beside it on two cores) a pull also waits for the
+# pipeline's thread to be scheduled: measured up to 0.12 of a Keras fit's train steps. Absent
+# means below XProf's "highly input-bound" line, and no INPUT_BOUND finding (checked below).
+ABSENT = 0.2
 PHASE_KIND = "phase"
 
 
