@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import random
+import statistics
 from pathlib import Path
 
 import pytest
 from constructed import Run, phase_stats
 
 from gpuwhy.analysis import diagnose, whatif
+from gpuwhy.analysis.steady import WARMUP_FACTOR, _cold_first_round
 from gpuwhy.model import Severity, Span, SpanKind
 
 MS = 1_000_000
@@ -225,3 +228,36 @@ def test_a_loops_wait_for_its_input_to_end_is_one_time_work() -> None:
     assert train.one_time_s == pytest.approx(0.3)
     assert train.data_wait_fraction == pytest.approx(0.25)  # 5 of every 20 ms
     assert train.data_wait_s == pytest.approx(0.35)  # every wait, the input's end too
+
+
+def _median_step(
+    starts: list[int], ends: list[int], weights: list[int], indices: range | list[int]
+) -> float:
+    return statistics.median((ends[i] - starts[i]) / weights[i] for i in indices)
+
+
+def test_the_cold_round_check_is_the_median_rule_without_sorting() -> None:
+    """The check counts steps under the bound instead of sorting a million of them: the same
+    answer as the medians themselves, ties and evenly split counts included."""
+    rng = random.Random(7)
+    for _ in range(400):
+        sizes = [rng.randint(1, 9) for _ in range(rng.randint(2, 4))]
+        starts: list[int] = []
+        ends: list[int] = []
+        weights: list[int] = []
+        rounds: list[tuple[int, int]] = []
+        t = 0
+        for size in sizes:
+            rounds.append((len(starts), len(starts) + size))
+            for _ in range(size):
+                weight = rng.choice((1, 1, 2))
+                duration = rng.choice((10, 30, 90, 91, 270)) * weight  # ties on purpose
+                starts.append(t)
+                ends.append(t + duration)
+                weights.append(weight)
+                t += duration
+
+        later = [i for first, stop in rounds[1:] for i in range(first, stop)]
+        first_median = _median_step(starts, ends, weights, range(*rounds[0]))
+        expected = first_median > WARMUP_FACTOR * _median_step(starts, ends, weights, later)
+        assert _cold_first_round(starts, ends, weights, rounds) is expected, (sizes, rounds)

@@ -30,9 +30,11 @@ interval holds the steps, their waits and the host work between them, and nothin
 from __future__ import annotations
 
 import bisect
+import itertools
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import sub, truediv
 
 from gpuwhy.analysis.intervals import Interval, SortedRuns, total_ns
 from gpuwhy.analysis.spanruns import Runs, waited_ns
@@ -152,6 +154,13 @@ def steady_state(
     )
 
 
+def _per_step(
+    starts: Sequence[int], ends: Sequence[int], weights: Sequence[int], first: int, stop: int
+) -> Iterable[float]:
+    """The time per step of spans ``first``..``stop`` - 1 (a span of N steps: its average)."""
+    return map(truediv, map(sub, ends[first:stop], starts[first:stop]), weights[first:stop])
+
+
 def _cold_first_round(
     starts: Sequence[int],
     ends: Sequence[int],
@@ -163,13 +172,17 @@ def _cold_first_round(
     the rounds that have steps."""
     if len(rounds) < 2:
         return False
-
-    def per_step(indices: Iterable[int]) -> float:
-        return statistics.median((ends[i] - starts[i]) / weights[i] for i in indices)
-
-    first_median = per_step(range(*rounds[0]))
-    later_median = per_step(i for a, b in rounds[1:] for i in range(a, b))
-    return bool(first_median > WARMUP_FACTOR * later_median)
+    bound = statistics.median(_per_step(starts, ends, weights, *rounds[0])) / WARMUP_FACTOR
+    # The later rounds hold nearly every step (a million in a day's run): rather than sort
+    # them for their median, count the steps under the bound; the median is under it when
+    # more than half are, and only an even count split exactly in two needs the middle pair.
+    later = list(
+        itertools.chain.from_iterable(_per_step(starts, ends, weights, *r) for r in rounds[1:])
+    )
+    below = sum(map(bound.__gt__, later))
+    if 2 * below != len(later):
+        return 2 * below > len(later)
+    return max(filter(bound.__gt__, later)) + min(filter(bound.__le__, later)) < 2 * bound
 
 
 def _leading_wait_start(waits: SortedRuns, step_start: int, floor: int) -> int:
