@@ -228,6 +228,15 @@ def test_a_run_refused_after_its_name_was_picked_leaves_no_file(tmp_path: Path) 
     assert list((tmp_path / "gpuwhy-runs").iterdir()) == []
 
 
+def test_a_recordings_folder_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "gpuwhy-runs").write_text("not a folder")
+    result = gpuwhy(["run", "--", PY, "-c", "print('ran')"], tmp_path)
+    err = result.stderr.decode()
+    assert result.returncode == 2 and err.count("\n") == 1, err
+    assert "cannot create a recording in gpuwhy-runs/: it is a file" in err
+    assert result.stdout == b""  # the job never started
+
+
 def test_a_command_not_found_leaves_no_file_in_the_record_folder(tmp_path: Path) -> None:
     (tmp_path / "runs").mkdir()
     result = gpuwhy(["run", "--record", "runs/", "--", "no-such-command-here"], tmp_path)

@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from gpuwhy.errors import RecordingError
 from gpuwhy.recording import schema
 
 RUNS_DIR = "gpuwhy-runs"
@@ -74,10 +75,17 @@ def _unique(folder: Path, stem: str) -> Path:
     """``folder/stem.gpuwhy.db``, or with a ``-2``, ``-3``… where that exists; claimed at once
     (schema.claim), so that runs started in the same second in one folder keep apart. The
     folder is created if need be; `schema.release` gives back a name never written into."""
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{stem}{SUFFIX}"
-    counter = 2
-    while not schema.claim(path):
-        path = folder / f"{stem}-{counter}{SUFFIX}"
-        counter += 1
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        counter = 2
+        while not schema.claim(path):
+            path = folder / f"{stem}-{counter}{SUFFIX}"
+            counter += 1
+    except OSError as error:
+        reason = "it is a file" if folder.is_file() else error.strerror or str(error)
+        raise RecordingError(
+            f"cannot create a recording in {folder}{os.sep}: {reason}",
+            "run from a folder you can write to, or give --record PATH",
+        ) from error
     return path
