@@ -45,6 +45,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
 @pytest.fixture(autouse=True)
 def fresh_thread_state() -> Iterator[None]:
     tracker._local.__dict__.clear()
+    tracker._ending_threads.clear()
     tracker._next_index.clear()  # step indices count per process: each test starts at 0
     tracker._saw_training = False  # so does whether the process was seen training
     yield

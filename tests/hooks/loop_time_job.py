@@ -1,10 +1,11 @@
 """Plain loops under the hooks, in an interpreter of their own (as a job runs them):
 
-    python loop_time_job.py {tfdata,loader0,loader2}
+    python loop_time_job.py {tfdata,tfgen,tfheld,loader0,loader2}
 
-Runs three epochs of one loop — a tf.data dataset with a slow map, or a torch DataLoader with 0
-or 2 workers — each epoch timed by the loop's own clock around its `for` statement, and prints
-one JSON line: those clocks (`walls`) and the "train" phases the hooks sent (`phases`).
+Runs three epochs of one loop — a tf.data dataset with a slow map or over a generator, or a torch
+DataLoader with 0 or 2 workers — each epoch timed by the loop's own clock around its `for`
+statement, and prints one JSON line: those clocks (`walls`) and the "train" phases the hooks sent
+(`phases`). `tfheld`: the code after the loop holds its iterator 50 ms before letting go of it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,19 @@ def loop_walls(make: Callable[[], Iterable[Any]]) -> list[tuple[int, int]]:
     return walls
 
 
+def held_walls(make: Callable[[], Iterable[Any]]) -> list[tuple[int, int]]:
+    walls = []
+    for _ in range(EPOCHS):
+        start = time.monotonic_ns()
+        iterator = iter(make())
+        for _batch in iterator:
+            time.sleep(0.002)
+        walls.append((start, time.monotonic_ns()))
+        time.sleep(0.05)  # the code after the loop, still holding the iterator
+        del iterator
+    return walls
+
+
 def tfdata() -> Callable[[], Iterable[Any]]:
     import numpy as np
     import tensorflow as tf
@@ -44,6 +58,21 @@ def tfdata() -> Callable[[], Iterable[Any]]:
 
     dataset = tf.data.Dataset.range(20).map(
         lambda i: tf.numpy_function(read, [tf.ones((8, 4)) * tf.cast(i, tf.float32)], tf.float32)
+    )
+    return lambda: dataset
+
+
+def tfgen() -> Callable[[], Iterable[Any]]:
+    import numpy as np
+    import tensorflow as tf
+
+    def batches() -> Any:
+        for i in range(20):
+            time.sleep(0.003)
+            yield np.full((8, 4), i, np.float32)
+
+    dataset = tf.data.Dataset.from_generator(
+        batches, output_signature=tf.TensorSpec((8, 4), tf.float32)
     )
     return lambda: dataset
 
@@ -70,8 +99,11 @@ def main() -> None:
     emitter.configure(collected)
     auto.install({})
     kind = sys.argv[1]
-    make = tfdata() if kind == "tfdata" else loader(int(kind.removeprefix("loader")))
-    walls = loop_walls(make)
+    if kind.startswith("loader"):
+        make = loader(int(kind.removeprefix("loader")))
+    else:
+        make = tfgen() if kind == "tfgen" else tfdata()
+    walls = held_walls(make) if kind == "tfheld" else loop_walls(make)
     phases = [(s.start_ns, s.end_ns) for s in collected.spans(SpanKind.PHASE, "train")]
     print(json.dumps({"walls": walls, "phases": phases}))
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import threading
 
+import pytest
 from hookspans import Collected, FakeClock, durations_ms, end_of_data_waits, step_waits
 
 import gpuwhy
@@ -201,3 +203,81 @@ def test_an_iterator_made_before_the_last_loop_ended_starts_at_its_first_pull(
     _loop(early, clock)
     phases = collected.spans(SpanKind.PHASE, "train")
     assert len(phases) == 2 and phases[1].start_ns == second_start
+
+
+class _Pipeline:
+    """An iterator's state whose destruction takes time (tf.data stopping its threads)."""
+
+    def __init__(self, clock: FakeClock, ms: float) -> None:
+        self.clock, self.ms = clock, ms
+
+    def __del__(self) -> None:
+        self.clock.advance_ms(self.ms)
+
+
+class _Released(_Made):
+    def __init__(self, clock: FakeClock, destroy_ms: float) -> None:
+        super().__init__(clock, items=2, make_ms=0, item_ms=1)
+        self.pipeline = _Pipeline(clock, destroy_ms)
+
+
+@pytest.fixture
+def released(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tracker, "released_by_loop", {_Released})
+
+
+def test_a_loop_ends_when_its_iterator_let_go_of_at_once_is_destroyed(
+    collected: Collected, clock: FakeClock, released: None
+) -> None:
+    start = clock.now
+    _loop(_Released(clock, destroy_ms=75), clock)  # the only reference goes with the call
+    (phase,) = collected.spans(SpanKind.PHASE, "train")
+    assert (phase.start_ns, phase.end_ns) == (start, clock.now)
+    waits = collected.spans(SpanKind.WAIT, "train")
+    assert durations_ms(end_of_data_waits(waits)) == [76]  # finding the end, then destroying
+
+
+def test_an_iterator_the_code_after_the_loop_holds_is_not_the_loop_s(
+    collected: Collected, clock: FakeClock, released: None
+) -> None:
+    held = _Released(clock, destroy_ms=75)
+    _loop(held, clock)
+    last_pull = clock.now
+    clock.advance_ms(6)  # more than a loop's letting go: the code after it
+    del held
+    gpuwhy.step()  # any later hook call settles the loop first
+    phases = collected.spans(SpanKind.PHASE, "train")
+    assert phases[0].end_ns == last_pull
+
+
+def test_a_loop_whose_iterator_outlives_it_ends_at_its_last_pull(
+    collected: Collected, clock: FakeClock, released: None
+) -> None:
+    kept = _Released(clock, destroy_ms=75)
+    _loop(kept, clock)
+    last_pull = clock.now
+    other = _Made(clock, items=1, make_ms=0, item_ms=1)
+    clock.advance_ms(30)
+    _loop(other, clock)  # the next loop, while the first's iterator lives on
+    phases = collected.spans(SpanKind.PHASE, "train")
+    assert phases[0].end_ns == last_pull and len(phases) == 2
+    assert kept.left == 0
+
+
+def test_a_thread_s_loop_whose_iterator_lives_on_is_ended_at_exit(
+    collected: Collected, clock: FakeClock, released: None
+) -> None:
+    kept: list[_Released] = []
+
+    def work() -> None:
+        kept.append(_Released(clock, destroy_ms=75))
+        _loop(kept[0], clock)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    last_pull = clock.now
+    assert collected.spans(SpanKind.PHASE, "train") == []  # waiting for the iterator
+    tracker.finalize(clock.now + 1_000_000)
+    (phase,) = collected.spans(SpanKind.PHASE, "train")
+    assert phase.end_ns == last_pull

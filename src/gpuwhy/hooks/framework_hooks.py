@@ -42,6 +42,9 @@ def install_tensorflow() -> None:
 
     patching.patch(iterator_ops.OwnedIterator, "__next__", make)
     patching.patch(iterator_ops.OwnedIterator, "__init__", _stamping_init)
+    owned = iterator_ops.OwnedIterator
+    tracker.released_by_loop.add(owned)
+    patching.on_undo(lambda: tracker.released_by_loop.discard(owned))
     # tf.distribute custom loops iterate `strategy.experimental_distribute_dataset(ds)`: its
     # iterator pulls each replica's batch through get_next(), not OwnedIterator.__next__.
     input_lib = sys.modules.get("tensorflow.python.distribute.input_lib")

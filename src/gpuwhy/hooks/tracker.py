@@ -23,10 +23,13 @@ Every hook funnels into these few functions, which keep per-thread state and app
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import sys
 import threading
 import time
+import types
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +40,8 @@ from gpuwhy.hooks.attribution import END_PULL, LAST, PHASE, PULL, SRC_HOST, STEP
 DEFAULT_PHASE = "train"
 CREATED_ATTR = "_gpuwhy_created_ns"
 """Set on a hooked iterator when it is made (framework_hooks.py): where its loop began."""
+RELEASE_ATTR = "_gpuwhy_release"
+"""Set on an iterator of `released_by_loop` when its data ended: sees it destroyed."""
 
 clock: Callable[[], int] = time.monotonic_ns
 """The hooks' clock; tests may replace it."""
@@ -52,6 +57,16 @@ after the last train step (jax_steps.py)."""
 shows_training: Callable[[object], bool] | None = None
 """Set by framework_hooks: whether a plain loop over `source` would show its training to the
 hooks (`trained()`), so that its implicit phase can be named by what it does."""
+
+released_by_loop: set[type] = set()
+"""Iterator types whose destruction is their loop's own work, done when the loop lets go of
+the iterator after its last pull: tf.data's (stopping its pipeline's threads takes up to
+~75 ms; framework_hooks.py). The loop's last step and phase end when it is done."""
+
+LET_GO_NS = 5_000_000
+"""A `for` loop lets go of its iterator within microseconds of its last pull; an iterator let
+go of later was held by the code after the loop, and its destruction is not the loop's. Up to
+this gap (the few milliseconds per epoch a loop's phase may differ from its wall time) it is."""
 
 VALIDATION = "validation"
 HELD_RECORDS = 64
@@ -101,6 +116,7 @@ class ThreadState:
         "__weakref__",
         "busy",
         "data_modes",
+        "ending",
         "eval_at",
         "framework",
         "implicit_end_ns",
@@ -133,17 +149,22 @@ class ThreadState:
         # Is the device still running the last execution? (a non-blocking readiness check,
         # set by a framework loop that can tell; None where nothing can)
         self.busy: Callable[[], bool] | None = None
+        # A plain loop's data ended and its iterator is not yet destroyed (`released_by_loop`).
+        self.ending: _Ending | None = None
 
 
 _local = threading.local()
+_ending_threads: dict[ThreadState, None] = {}  # states with an `ending`: settled at exit
 
 
 def state() -> ThreadState:
-    """This thread's state (created on first use)."""
+    """This thread's state (created on first use); a loop's ending is settled first."""
     try:
         st: ThreadState = _local.state
     except AttributeError:
         st = _local.state = ThreadState()
+    if st.ending is not None:
+        _settle_ending(st)
     return st
 
 
@@ -161,7 +182,7 @@ def push_phase(name: str, t: int, *, implicit: bool = False) -> int:
     close_step(st, t)
     depth = len(st.phases)
     if st.phases:
-        _emit_segment(st.phases[-1], t)
+        _emit_segment(st, st.phases[-1], t)
     # A phase entered inside a loop (an evaluation each epoch) has its own loop: the outer
     # loop's iterator defines steps again once the phase is left.
     st.phases.append([name, t, implicit, 0, None if implicit else st.owner])
@@ -173,13 +194,16 @@ def push_phase(name: str, t: int, *, implicit: bool = False) -> int:
 
 def unwind(depth: int, t: int) -> None:
     """Leave every phase above stack depth `depth` at `t` (the normal exit, and after errors)."""
-    st = state()
+    _unwind(state(), depth, t)
+
+
+def _unwind(st: ThreadState, depth: int, t: int) -> None:
     if len(st.phases) <= depth:
         return
     close_step(st, t)
     while len(st.phases) > depth:
         segment = st.phases.pop()
-        _emit_segment(segment, t)
+        _emit_segment(st, segment, t)
         if not segment[2]:
             st.owner = segment[4]
     if st.phases:
@@ -196,13 +220,12 @@ def new_round(t: int) -> None:
         return  # no phase, or an implicit one: its loop's iterator marks its rounds
     close_step(st, t)
     segment = st.phases[-1]
-    _emit_segment(segment, t)
+    _emit_segment(st, segment, t)
     segment[1] = t
     st.prev_exec = None
 
 
-def _emit_segment(segment: list[Any], t: int) -> None:
-    st = state()
+def _emit_segment(st: ThreadState, segment: list[Any], t: int) -> None:
     if st.pending is not None and segment[2]:  # the unnamed loop's phase, ending untrained
         _settle(st, segment, _untrained_name())
     if t > segment[1]:
@@ -214,7 +237,7 @@ def _emit_segment(segment: list[Any], t: int) -> None:
 
 def _end_implicit(st: ThreadState, t: int) -> None:
     if st.phases and st.phases[-1][2]:
-        unwind(len(st.phases) - 1, t)
+        _unwind(st, len(st.phases) - 1, t)
 
 
 # ---------------------------------------------------------------------------------- steps
@@ -444,7 +467,9 @@ def _auto_pull(st: ThreadState, source: object, r: int, d: int, ok: bool, busy: 
         r = _loop_start(st, source, r)
     if source is owner:
         if not ok:
-            _end_of_data(st, r, d)
+            if type(source) not in released_by_loop or not _await_release(st, source, r, d):
+                _end_of_data(st, r, d)
+            st.owner = None
             return
         close_step(st, r, last=False)
         unnamed = not st.phases and shows_training is not None and shows_training(source)
@@ -482,6 +507,75 @@ def _end_of_data(st: ThreadState, request_ns: int, delivery_ns: int) -> None:
     _end_implicit(st, delivery_ns)
 
 
+class _Ending:
+    """A plain loop's data ended at `delivery`; when its iterator was let go of and destroyed."""
+
+    __slots__ = ("delivery", "let_go", "released", "request", "state", "thread")
+
+    def __init__(self, st: ThreadState, request: int, delivery: int) -> None:
+        self.state = weakref.ref(st)
+        self.thread = threading.get_ident()
+        self.request = request
+        self.delivery = delivery
+        self.let_go: int | None = None
+        self.released: int | None = None
+
+    def note_let_go(self, _: object) -> None:  # a weakref callback: before the destruction
+        self.let_go = clock()
+
+
+class _ReleaseWatch:
+    """Set on the iterator as its last attribute: an object's attributes are released in the
+    order they were set, so this one goes when the iterator's own state has been destroyed."""
+
+    __slots__ = ("ending", "ref")
+
+    def __init__(self, ending: _Ending, source: object) -> None:
+        self.ending = ending
+        self.ref = weakref.ref(source, ending.note_let_go)
+
+    def __del__(self) -> None:
+        ending = self.ending
+        ending.released = clock()
+        st = ending.state()
+        if st is None or st.ending is not ending or threading.get_ident() != ending.thread:
+            return  # the thread settles it at its next hook call, or at exit
+        frame: types.FrameType | None = sys._getframe(1)
+        while frame is not None:
+            if frame.f_globals is globals():
+                return  # destroyed by a collection inside the tracker: settled when it returns
+            frame = frame.f_back
+        with contextlib.suppress(Exception):  # a destructor must never raise
+            _settle_ending(st)
+
+
+def _await_release(st: ThreadState, source: object, request: int, delivery: int) -> bool:
+    """Leave the loop's last step open until its iterator is destroyed; False if it cannot be
+    watched (then the loop ends at its last pull)."""
+    ending = _Ending(st, request, delivery)
+    try:
+        setattr(source, RELEASE_ATTR, _ReleaseWatch(ending, source))
+    except Exception:
+        return False
+    st.ending = ending
+    _ending_threads[st] = None
+    return True
+
+
+def _settle_ending(st: ThreadState) -> None:
+    """End the loop whose data ended: when its iterator was destroyed if the loop let go of it
+    at once, else at its last pull (the iterator outlived the loop)."""
+    ending, st.ending = st.ending, None
+    _ending_threads.pop(st, None)
+    if ending is None:
+        return
+    end = ending.delivery
+    let_go, released = ending.let_go, ending.released
+    if let_go is not None and released is not None and let_go - ending.delivery <= LET_GO_NS:
+        end = max(end, released)
+    _end_of_data(st, ending.request, end)
+
+
 def _owner_gone_callback(st: ThreadState) -> Callable[[weakref.ref[Any]], None]:
     """When the owning iterator dies (a loop left by `break`), its last step ends there."""
     state_ref = weakref.ref(st)
@@ -509,6 +603,8 @@ def finalize(t: int) -> None:
             hook(t)
         except Exception as error:
             emitter.report_once("step.hook", f"an exit hook failed: {error!r}")
+    for other in list(_ending_threads):  # loops of finished threads whose iterator lives on
+        _settle_ending(other)
     st = state()
     if st.step is not None and st.phases:
         st.phases[-1][3] += st.step.syncs  # the step is dropped, its syncs stay in its phase
@@ -520,6 +616,7 @@ def finalize(t: int) -> None:
 def _reset_after_fork() -> None:
     global _local
     _local = threading.local()
+    _ending_threads.clear()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
