@@ -1,11 +1,12 @@
 """Plain loops under the hooks, in an interpreter of their own (as a job runs them):
 
-    python loop_time_job.py {tfdata,tfgen,tfheld,loader0,loader2}
+    python loop_time_job.py {tfdata,tfgen,tfheld0,tfheld50,loader0,loader2}
 
 Runs three epochs of one loop — a tf.data dataset with a slow map or over a generator, or a torch
 DataLoader with 0 or 2 workers — each epoch timed by the loop's own clock around its `for`
 statement, and prints one JSON line: those clocks (`walls`) and the "train" phases the hooks sent
-(`phases`). `tfheld`: the code after the loop holds its iterator 50 ms before letting go of it.
+(`phases`). `tfheldMS`: the code after the loop holds its iterator MS milliseconds, and lets
+go of it when it makes the next one.
 """
 
 from __future__ import annotations
@@ -35,16 +36,21 @@ def loop_walls(make: Callable[[], Iterable[Any]]) -> list[tuple[int, int]]:
     return walls
 
 
-def held_walls(make: Callable[[], Iterable[Any]]) -> list[tuple[int, int]]:
+def held_walls(make: Callable[[], Iterable[Any]], hold_s: float) -> list[tuple[int, int]]:
+    """The code after each loop holds its iterator `hold_s`, then makes the next one (which lets
+    go of it)."""
     walls = []
+    iterator: Any = None
     for _ in range(EPOCHS):
         start = time.monotonic_ns()
         iterator = iter(make())
         for _batch in iterator:
             time.sleep(0.002)
         walls.append((start, time.monotonic_ns()))
-        time.sleep(0.05)  # the code after the loop, still holding the iterator
-        del iterator
+        time.sleep(hold_s)
+    iterator = None  # the last loop's iterator goes after its hold: at once, its loop's own
+    if not hold_s:
+        walls[-1] = (walls[-1][0], time.monotonic_ns())
     return walls
 
 
@@ -103,7 +109,10 @@ def main() -> None:
         make = loader(int(kind.removeprefix("loader")))
     else:
         make = tfgen() if kind == "tfgen" else tfdata()
-    walls = held_walls(make) if kind == "tfheld" else loop_walls(make)
+    if kind.startswith("tfheld"):
+        walls = held_walls(make, float(kind.removeprefix("tfheld")) / 1000)
+    else:
+        walls = loop_walls(make)
     phases = [(s.start_ns, s.end_ns) for s in collected.spans(SpanKind.PHASE, "train")]
     print(json.dumps({"walls": walls, "phases": phases}))
 

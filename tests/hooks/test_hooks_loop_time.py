@@ -59,10 +59,12 @@ def test_a_tf_data_loop_loses_no_time(kind: str) -> None:
     _check(kind)
 
 
-def test_an_iterator_held_after_its_loop_is_not_the_loop_s() -> None:
-    # Destroyed 50 ms after the loop, by the code that kept it: the phase ends with the loop.
+@pytest.mark.parametrize("hold_ms", [0, 50])
+def test_an_iterator_held_after_its_loop_is_not_the_loop_s(hold_ms: int) -> None:
+    # Destroyed when the next loop's iterator replaces it, at once or 50 ms later: the phase
+    # ends with the loop, the next one begins with its own iterator.
     pytest.importorskip("tensorflow")
-    _check("tfheld")
+    _check(f"tfheld{hold_ms}")
 
 
 @pytest.mark.parametrize("workers", [0, 2])

@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timing]
 JOB = Path(__file__).resolve().parent / "scripts" / "tf_tape_cached_map.py"
 SHARE_TOLERANCE = 0.05  # bench/steady_truth.py's target
 SPEEDUP_TOLERANCE = 0.15
+CLOCK_SLACK_S = 0.001  # the job's clock and the hooks' are read microseconds apart
 
 
 def run_job(tmp_path: Path, *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -46,13 +47,16 @@ def test_a_cache_filling_first_epoch_is_one_time_work(tmp_path: Path) -> None:
     walls, pulled = own["walls"], own["pulled"]
     share = sum(pulled[1:]) / sum(own["steady"][1:])  # the cached epochs, on the job's clock
     print(
-        f"\nfirst epoch {walls[0]:.3f} s, gpuwhy's cold round {train['cold_round_s']:.3f} s; "
+        f"\nfirst epoch {walls[0]:.4f} s, its steps {own['stepped'][0]:.4f} s, "
+        f"gpuwhy's cold round {train['cold_round_s']:.4f} s; "
         f"cached epochs' share {share:.3f}, gpuwhy {train['data_wait_fraction']:.3f}"
     )
     assert train["cold_round_steps"] == own["steps"]
     assert train["steady_steps"] + train["warmup_steps"] == 3 * own["steps"]
-    # The filling epoch as gpuwhy saw it: its steps, not the iterator's set-up before them.
-    assert 0.8 * walls[0] <= train["cold_round_s"] <= walls[0]
+    # The filling epoch as gpuwhy saw it: its steps (from its iterator's making, just before the
+    # first pull, to the last step's end), inside the epoch's wall time. A containment, not a
+    # ratio: a stall outside the loop (a collection of Python's garbage) moves neither side.
+    assert own["stepped"][0] - CLOCK_SLACK_S <= train["cold_round_s"] <= walls[0]
     assert abs(train["data_wait_fraction"] - share) <= SHARE_TOLERANCE
     findings = report["findings"]
     # Reading the cache still costs a quarter of a short step: the cached epochs' own speed-up,
@@ -76,7 +80,7 @@ def test_the_first_epoch_of_one_keras_fit_is_a_round_of_its_own(tmp_path: Path) 
     assert train["rounds"] == 4 and train["cold_round_steps"] == steps
     assert train["steady_steps"] + train["warmup_steps"] == 3 * steps
     walls = own["walls"]
-    assert 0.8 * walls[0] <= train["cold_round_s"] <= walls[0]
+    assert own["stepped"][0] - CLOCK_SLACK_S <= train["cold_round_s"] <= walls[0]
     # The cached epochs' step on the job's own clock (second step's begin to the last one's end)
     # and on gpuwhy's (every steady step): the same steps, within the bench's 15 %.
     mine = sum(own["steady"][1:]) / (3 * (steps - 1))

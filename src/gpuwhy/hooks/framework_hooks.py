@@ -141,6 +141,8 @@ def _stamping_init(original: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         started = tracker.clock()
+        with contextlib.suppress(Exception):  # a loop whose iterator lives on ended already
+            tracker.state()
         original(self, *args, **kwargs)
         # An object that takes no new attribute: its loop starts at its first pull.
         with contextlib.suppress(Exception):

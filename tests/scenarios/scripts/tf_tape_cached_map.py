@@ -64,14 +64,16 @@ def main() -> None:
         return loss
 
     # Per epoch: its wall time, and (as steady_sweep.py's clock does) its steady part, from the
-    # second pull's request to the last step's end, with the time those steps spent in `next()`.
-    walls, steady, pulled = [], [], []
+    # second pull's request to the last step's end, with the time those steps spent in `next()`;
+    # and its steps, from the first pull's request to the last step's end.
+    walls, steady, pulled, stepped = [], [], [], []
     for _ in range(EPOCHS):
         began = time.perf_counter()
-        waited, second, last_end = 0.0, 0.0, 0.0
+        waited, first, second, last_end = 0.0, 0.0, 0.0, 0.0
         iterator = iter(data)
         for index in range(STEPS + 1):
             asked = time.perf_counter()
+            first = first or asked
             try:
                 features, labels = next(iterator)
             except StopIteration:
@@ -84,20 +86,28 @@ def main() -> None:
         walls.append(time.perf_counter() - began)
         steady.append(last_end - second)
         pulled.append(waited)
-    print(json.dumps({"steps": STEPS, "walls": walls, "steady": steady, "pulled": pulled}))
+        stepped.append(last_end - first)
+    print(
+        json.dumps(
+            {"steps": STEPS, "walls": walls, "steady": steady, "pulled": pulled, "stepped": stepped}
+        )
+    )
 
 
 def fit(tf: Any, model: Any, data: Any) -> dict[str, Any]:
     """One `fit` of EPOCHS epochs, timed by a callback: each epoch's wall time, and its steps
-    from the second one's begin to the last one's end."""
+    from the second one's (`steady`) or the first one's (`stepped`) begin to the last one's end."""
     walls: list[float] = []
     steady: list[float] = []
+    stepped: list[float] = []
 
     class Clock(tf.keras.callbacks.Callback):  # type: ignore[misc]
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self.began = time.perf_counter()
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            if batch == 0:
+                self.first = time.perf_counter()
             if batch == 1:
                 self.second = time.perf_counter()
 
@@ -107,13 +117,14 @@ def fit(tf: Any, model: Any, data: Any) -> dict[str, Any]:
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             walls.append(time.perf_counter() - self.began)
             steady.append(self.last_end - self.second)
+            stepped.append(self.last_end - self.first)
 
     model.compile(
         optimizer="adam",
         loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     model.fit(data, epochs=EPOCHS, verbose=0, callbacks=[Clock()])
-    return {"steps": STEPS, "walls": walls, "steady": steady, "pulled": None}
+    return {"steps": STEPS, "walls": walls, "steady": steady, "pulled": None, "stepped": stepped}
 
 
 if __name__ == "__main__":
