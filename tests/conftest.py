@@ -1,7 +1,8 @@
 """The `gpu` marker: GPU tests skip, with the reason, where no NVIDIA GPU answers.
 
 Timing tests that measure again after a miss say so with ``record_property("retried", what the
-first attempt missed)``; the run's summary lists them, so a retry is seen, never hidden.
+first attempt missed)``, and a timing test that failed is run once more (`--reruns 1`, in the
+timing pass of scripts/test.sh); the run's summary lists both, so a retry is seen, never hidden.
 """
 
 from __future__ import annotations
@@ -90,8 +91,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         for name, value in getattr(report, "user_properties", ())
         if name == "retried"
     ]
+    retried += [  # run again whole (pytest-rerunfailures): the first attempt's error line
+        (report.nodeid, _error_line(report)) for report in terminalreporter.stats.get("rerun", ())
+    ]
     if not retried:
         return
     terminalreporter.section("measured again after a miss")
     for nodeid, first_miss in retried:
         terminalreporter.write_line(f"{nodeid}: first attempt missed: {first_miss}")
+
+
+def _error_line(report: pytest.TestReport) -> str:
+    lines = [line for line in str(report.longrepr).splitlines() if line.startswith("E ")]
+    return lines[0][1:].strip() if lines else "failed"
