@@ -113,11 +113,41 @@ def test_a_cold_first_round_is_one_time_work_as_a_whole(tmp_path: Path) -> None:
     assert "INPUT_BOUND" not in by_code
 
 
-def test_a_first_round_under_three_times_slower_is_not_cold() -> None:
-    spans, t = _round(0, [2.5] * 20, wait_ms=1)
+def test_a_first_round_under_three_times_slower_and_waiting_alike_is_not_cold() -> None:
+    spans, t = _round(0, [2.5] * 20, wait_ms=0.5)  # waits 2.5x as long: under 3x
     later, end = _round(t, [1.0] * 20, wait_ms=0.2)
     train = phase_stats(spans + later, 0, end)["train"]
     assert train.cold_round_steps == 0 and train.steady_steps == 40
+
+
+def test_a_first_round_that_waited_for_its_input_is_cold_though_under_three_times_slower() -> None:
+    # A step that computes longer than the input takes to make (a prefetch runs the map beside
+    # it): the cache-filling epoch's steps are 1.9x slower, waiting 4.8 ms of 10.5 (46 %), the
+    # cached epochs' 0.5 ms of 5.4 (tests/scenarios/test_cold_round.py measures this job).
+    spans, t = _round(0, [10.5] * 20, wait_ms=4.8)
+    for _ in range(3):
+        later, t = _round(t, [5.4] * 20, wait_ms=0.5)
+        spans += later
+    train = phase_stats(spans, 0, t)["train"]
+    assert train.cold_round_steps == 20 and train.steady_steps == 60
+    assert train.data_wait_fraction == pytest.approx(0.5 / 5.4)
+
+
+def test_a_first_round_waiting_a_sliver_of_its_steps_is_not_cold() -> None:
+    # 5x the later rounds' wait, but 15 % of its step: under the highly input-bound line.
+    spans, t = _round(0, [10.0] * 20, wait_ms=1.5)
+    later, end = _round(t, [9.0] * 20, wait_ms=0.3)
+    train = phase_stats(spans + later, 0, end)["train"]
+    assert train.cold_round_steps == 0 and train.steady_steps == 40
+
+
+def test_one_long_first_wait_does_not_make_a_round_cold() -> None:
+    # Workers starting before the first batch: one step's wait, not the round's steps'.
+    first, t = _round(0, [400.0] + [5.0] * 19, wait_ms=0.5)
+    first.append(Span("train", SpanKind.WAIT, round(0.5 * MS), 390 * MS, step=0))
+    later, end = _round(t, [5.0] * 20, wait_ms=0.5)
+    train = phase_stats(first + later, 0, end)["train"]
+    assert train.cold_round_steps == 0 and train.warmup_steps == 1
 
 
 def test_a_single_round_is_never_cold() -> None:

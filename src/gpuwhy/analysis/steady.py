@@ -15,7 +15,10 @@ Per round (a PHASE span: an epoch, an evaluation):
 - a *cold first round*: where later rounds follow it, a first round whose median step took more
   than ``WARMUP_FACTOR`` times the later rounds' median step is one-time work as a whole (a
   tf.data `cache()` being filled, files read for the first time): the steps that repeat for the
-  rest of the run are the later rounds';
+  rest of the run are the later rounds'. So is one whose median step *waited for input* more
+  than ``WARMUP_FACTOR`` times as long as the later rounds' steps did on average, that wait
+  being a highly input-bound share of its step (``COLD_WAIT_SHARE``): where a step computes
+  longer than the input takes to make, the filling epoch's steps are less than 3x slower;
 - the *steady* interval, from the first steady step's start (or the start of the wait that
   leads into it, where a recording keeps a step's wait apart, before it) to the round's last
   step's end (before its wait for the input's end, if any);
@@ -42,6 +45,11 @@ from gpuwhy.analysis.spanruns import Runs, waited_ns
 WARMUP_FACTOR = 3.0
 """A leading step slower than 3x the median is warm-up: gpuprof's `compilation_warmup` rule
 (first step > 3x median, references.md#gpuprof-insights)."""
+
+
+COLD_WAIT_SHARE = 0.2
+"""XProf's "highly input-bound" line: 20 % of step time waiting
+(references.md#xprof-input-pipeline)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +109,10 @@ def steady_state(
         for start, end in rounds
     ]
     bounds = [b for b in bounds if b[2] < b[3]]  # the rounds that have steps
-    cold = _cold_first_round(starts, ends, weights, [(first, stop) for *_, first, stop in bounds])
+    ranges = [(first, stop) for *_, first, stop in bounds]
+    cold = _cold_first_round(starts, ends, weights, ranges) or _cold_by_wait(
+        starts, ends, weights, ranges, waits
+    )
     for index, (start, end, first, stop) in enumerate(bounds):
         lead_in_ns += max(starts[first] - start, 0)
         if cold and index == 0:  # nothing of a cold round is steady
@@ -183,6 +194,30 @@ def _cold_first_round(
     if 2 * below != len(later):
         return 2 * below > len(later)
     return max(filter(bound.__gt__, later)) + min(filter(bound.__le__, later)) < 2 * bound
+
+
+def _cold_by_wait(
+    starts: Sequence[int],
+    ends: Sequence[int],
+    weights: Sequence[int],
+    rounds: Sequence[tuple[int, int]],
+    waits: SortedRuns,
+) -> bool:
+    """Whether the first round's median step waited for input more than ``WARMUP_FACTOR``
+    times as long per step as the later rounds' steps did on average, and at least
+    ``COLD_WAIT_SHARE`` of its own time (medians over the round's spans, per step of each)."""
+    if len(rounds) < 2 or not waits.starts:
+        return False
+    first, stop = rounds[0]
+    span_waits = [waits.overlap_ns(starts[i], ends[i]) for i in range(first, stop)]
+    wait = statistics.median(map(truediv, span_waits, weights[first:stop]))
+    if wait < COLD_WAIT_SHARE * statistics.median(_per_step(starts, ends, weights, first, stop)):
+        return False
+    later_wait = later_steps = 0
+    for a, b in rounds[1:]:  # the later rounds' steps' hull: steps tile their loop
+        later_wait += waits.overlap_ns(starts[a], max(ends[a:b]))
+        later_steps += sum(weights[a:b])
+    return wait * later_steps > WARMUP_FACTOR * later_wait
 
 
 def _leading_wait_start(waits: SortedRuns, step_start: int, floor: int) -> int:

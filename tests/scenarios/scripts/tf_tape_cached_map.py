@@ -16,6 +16,8 @@ from typing import Any
 
 STEPS, EPOCHS, BATCH = 20, 4, 32
 DELAY_S = 0.0 if "--no-delay" in sys.argv else 0.01  # --no-delay: the input made free
+# --width N: the hidden layer's width; wider, a step computes longer than the slow input takes.
+WIDTH = int(sys.argv[sys.argv.index("--width") + 1]) if "--width" in sys.argv else 256
 
 
 def main() -> None:
@@ -44,7 +46,7 @@ def main() -> None:
     model = tf.keras.Sequential(
         [
             tf.keras.Input((128,)),
-            tf.keras.layers.Dense(256, activation="relu"),
+            tf.keras.layers.Dense(WIDTH, activation="relu"),
             tf.keras.layers.Dense(10),
         ]
     )
