@@ -16,6 +16,7 @@ LAYER: dict[str, float] = {
     "nvml_codes": 0,
     "redact": 0,
     "rank_identity": 0,  # a process's rank, from its launcher's environment
+    "warmup": 0,  # what counts as warm-up, for the analysis and the live line
     "wire": 0.5,  # the job-to-run protocol speaks in model records
     "env": 1,
     "telemetry": 1,

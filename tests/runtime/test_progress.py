@@ -97,3 +97,26 @@ def test_each_rank_live_with_its_identity_and_gpu() -> None:
     assert (rank.steps_total, rank.device, rank.uuid, rank.phase) == (4, 2, "GPU-x", "train")
     assert rank.step_s == pytest.approx(0.1) and rank.wait_share == pytest.approx(0.5)
     assert worker.identity == rank.identity and worker.device is None  # its parent's rank
+
+
+def test_leading_warm_up_steps_are_left_out_of_the_share_and_rate() -> None:
+    meter = StepMeter(clock=lambda: 0)
+    meter.observe(_step(1000, duration_ms=1000))  # the first step: tracing, nothing waited
+    for index in range(1, 21):
+        meter.observe(_wait(1000 + 10 * index - 5, 5))
+        meter.observe(_step(1000 + 10 * index, duration_ms=10))
+    progress = meter.progress(now_ns=1200 * MS)
+    assert progress.wait_share == pytest.approx(0.5)
+    assert progress.steps_per_s == pytest.approx(100.0)
+
+
+def test_only_the_phase_the_process_is_in_counts() -> None:
+    meter = StepMeter(clock=lambda: 0)
+    for index in range(1, 11):  # training that waits half of each step
+        meter.observe(_wait(10 * index - 5, 5))
+        meter.observe(_step(10 * index, duration_ms=10))
+    for index in range(11, 21):  # then a validation that waits nothing
+        meter.observe(Span("validation", SpanKind.WAIT, 10 * index * MS, 10 * index * MS))
+        meter.observe(Span("validation", SpanKind.STEP, (10 * index - 10) * MS, 10 * index * MS))
+    progress = meter.progress(now_ns=200 * MS)
+    assert progress.phase == "validation" and progress.wait_share == pytest.approx(0.0)

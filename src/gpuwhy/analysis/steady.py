@@ -41,11 +41,7 @@ from operator import sub, truediv
 
 from gpuwhy.analysis.intervals import Interval, SortedRuns, total_ns
 from gpuwhy.analysis.spanruns import Runs, waited_ns
-
-WARMUP_FACTOR = 3.0
-"""A leading step slower than 3x the median is warm-up: gpuprof's `compilation_warmup` rule
-(first step > 3x median, references.md#gpuprof-insights)."""
-
+from gpuwhy.warmup import WARMUP_FACTOR
 
 COLD_WAIT_SHARE = 0.2
 """XProf's "highly input-bound" line: 20 % of step time waiting
@@ -217,7 +213,7 @@ def _cold_by_wait(
     for a, b in rounds[1:]:  # the later rounds' steps' hull: steps tile their loop
         later_wait += waits.overlap_ns(starts[a], max(ends[a:b]))
         later_steps += sum(weights[a:b])
-    return wait * later_steps > WARMUP_FACTOR * later_wait
+    return bool(wait * later_steps > WARMUP_FACTOR * later_wait)
 
 
 def _leading_wait_start(waits: SortedRuns, step_start: int, floor: int) -> int:

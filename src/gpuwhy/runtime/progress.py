@@ -1,7 +1,10 @@
 """Recent step progress, for the live status line: step rate and the share of time spent waiting.
 
 Fed with every record the job's hooks send (listener thread); read by the live line twice a second.
-Memory is bounded: only the spans of the last window are kept.
+Memory is bounded: only the spans of the last window are kept. Like the report's figures
+(analysis/steady.py), the live ones describe the steps that repeat, of the phase the process is
+in: its other phases' spans in the window and its leading warm-up steps (the first step's
+tracing, workers starting) are left out, so the first verdict is the final one's.
 """
 
 from __future__ import annotations
@@ -15,11 +18,14 @@ from dataclasses import dataclass
 from gpuwhy.model import Event, Record, Span, SpanKind
 from gpuwhy.rank_identity import RankIdentity
 from gpuwhy.telemetry.processes import ProcessDirectory
+from gpuwhy.warmup import WARMUP_FACTOR
 
 WINDOW_NS = 10_000_000_000
 """How far back the live rates look: long enough to smooth Keras' per-epoch rhythm."""
 
 _MAX_SPANS = 20_000  # bound on memory if a job reports thousands of steps a second
+
+_Item = tuple[int, int, int, int | None, bool, str]  # a span: start, end, steps, pid, wait?, phase
 
 
 @dataclass(frozen=True)
@@ -57,8 +63,8 @@ class StepMeter:
     def __init__(self, clock: Callable[[], int] = time.monotonic_ns) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        # (start_ns, end_ns, steps, pid, is_wait) of recent STEP and WAIT spans
-        self._spans: deque[tuple[int, int, int, int | None, bool]] = deque(maxlen=_MAX_SPANS)
+        # (start_ns, end_ns, steps, pid, is_wait, phase) of recent STEP and WAIT spans
+        self._spans: deque[_Item] = deque(maxlen=_MAX_SPANS)
         self._steps_total = 0
         self._phase: str | None = None
         self._steps_of: dict[int | None, int] = {}  # pid -> steps so far
@@ -75,13 +81,16 @@ class StepMeter:
         with self._lock:
             if record.kind is SpanKind.STEP:
                 steps = max(1, record.steps)
-                self._spans.append((record.start_ns, record.end_ns, steps, record.pid, False))
+                item = (record.start_ns, record.end_ns, steps, record.pid, False, record.phase)
+                self._spans.append(item)
                 self._steps_total += steps
                 self._phase = record.phase
                 self._steps_of[record.pid] = self._steps_of.get(record.pid, 0) + steps
                 self._phase_of[record.pid] = record.phase
             elif record.kind is SpanKind.WAIT:
-                self._spans.append((record.start_ns, record.end_ns, 0, record.pid, True))
+                self._spans.append(
+                    (record.start_ns, record.end_ns, 0, record.pid, True, record.phase)
+                )
             elif self._phase is None:
                 self._phase = record.phase
 
@@ -97,12 +106,12 @@ class StepMeter:
             recent = [item for item in self._spans if item[1] >= since]
             steps_of, phase_of = dict(self._steps_of), dict(self._phase_of)
             known = {pid: self._who(pid) for pid in steps_of}
-        by_pid: dict[int | None, list[tuple[int, int, int, int | None, bool]]] = {}
+        by_pid: dict[int | None, list[_Item]] = {}
         for item in recent:
             by_pid.setdefault(item[3], []).append(item)
         result = []
         for pid, total in steps_of.items():
-            rate, share = _rate_and_share(by_pid.get(pid, []))
+            rate, share = _rate_and_share(by_pid.get(pid, []), phase_of.get(pid))
             identity, (device, uuid) = known[pid]
             result.append(
                 ProcessProgress(
@@ -128,12 +137,13 @@ class StepMeter:
         with self._lock:
             recent = [item for item in self._spans if item[1] >= since]
             total, phase = self._steps_total, self._phase
-        per_pid: dict[int | None, list[tuple[int, int, int, int | None, bool]]] = {}
+            phase_of = dict(self._phase_of)
+        per_pid: dict[int | None, list[_Item]] = {}
         for item in recent:
             per_pid.setdefault(item[3], []).append(item)
         rates, shares = [], []
-        for spans in per_pid.values():
-            rate, share = _rate_and_share(spans)
+        for pid, spans in per_pid.items():
+            rate, share = _rate_and_share(spans, phase_of.get(pid))
             if rate is not None:
                 rates.append(rate)
             if share is not None:
@@ -145,24 +155,42 @@ class StepMeter:
         return Progress(steps_total=total, steps_per_s=rate, wait_share=share, phase=phase)
 
 
-def _rate_and_share(
-    spans: list[tuple[int, int, int, int | None, bool]],
-) -> tuple[float | None, float | None]:
-    """One process's steps per second and wait share over its recent spans."""
+def _rate_and_share(spans: list[_Item], phase: str | None) -> tuple[float | None, float | None]:
+    """One process's steps per second and wait share over its recent spans of `phase` (its
+    newest step's), from its first step that is no warm-up on."""
+    spans = [item for item in spans if item[5] == phase] if phase is not None else spans
     if not spans:
         return None, None
+    steps = sorted((start, end, n) for start, end, n, _, is_wait, _ in spans if not is_wait)
+    begin = min(start for start, *_ in spans)
+    if steps:
+        warm = _leading_warmup(steps)
+        if warm:
+            steps = steps[warm:]
+            begin = steps[0][0]
     rate = None
-    steps = [(end, n) for _, end, n, _, is_wait in spans if not is_wait]
     if len(steps) >= 2:
-        first_end = min(end for end, _ in steps)
-        last_end = max(end for end, _ in steps)
+        first_end = min(end for _, end, _ in steps)
+        last_end = max(end for _, end, _ in steps)
         # Steps completed after the first one, over the time they took to complete.
-        counted = sum(n for end, n in steps if end > first_end)
+        counted = sum(n for _, end, n in steps if end > first_end)
         if last_end > first_end:
             rate = counted * 1e9 / (last_end - first_end)
     share = None
-    waited = sum(end - start for start, end, _, _, is_wait in spans if is_wait)
-    extent = max(end for _, end, *_ in spans) - min(start for start, *_ in spans)
-    if any(is_wait for *_, is_wait in spans) and extent > 0:
+    waits = [(max(start, begin), end) for start, end, _, _, is_wait, _ in spans if is_wait]
+    waited = sum(end - start for start, end in waits if end > start)
+    extent = max(end for _, end, *_ in spans) - begin
+    if waits and extent > 0:
         share = min(1.0, waited / extent)
     return rate, share
+
+
+def _leading_warmup(steps: list[tuple[int, int, int]]) -> int:
+    """How many of the leading `steps` (start, end, count; sorted) took more than
+    ``WARMUP_FACTOR`` times the median step: at most half of them, as in analysis/steady.py."""
+    per_step = sorted((end - start) / n for start, end, n in steps)
+    bound = WARMUP_FACTOR * per_step[len(per_step) // 2]
+    warm = 0
+    while warm < len(steps) // 2 and steps[warm][1] - steps[warm][0] > bound * steps[warm][2]:
+        warm += 1
+    return warm
