@@ -245,7 +245,7 @@ def test_an_iterator_the_code_after_the_loop_holds_is_not_the_loop_s(
     last_pull = clock.now
     clock.advance_ms(6)  # more than a loop's letting go: the code after it
     del held
-    gpuwhy.step()  # any later hook call settles the loop first
+    gpuwhy.step()  # a later hook call: the loop was settled already, at its last pull
     phases = collected.spans(SpanKind.PHASE, "train")
     assert phases[0].end_ns == last_pull
 
