@@ -133,6 +133,18 @@ def test_a_first_round_that_waited_for_its_input_is_cold_though_under_three_time
     assert train.data_wait_fraction == pytest.approx(0.5 / 5.4)
 
 
+def test_a_later_round_s_wait_for_its_input_to_end_does_not_hide_a_cold_round() -> None:
+    # The last epoch's end pull also waits for its tf.data iterator to be destroyed (75 ms):
+    # once per round, not its steps' waits (before, it tipped the later rounds' average).
+    spans, t = _round(0, [10.5] * 20, wait_ms=4.8)
+    for last in (False, False, True):
+        later, t = _round(t, [5.4] * 19 + [80.4 if last else 5.4], wait_ms=0.5)
+        spans += later
+    spans.append(Span("train", SpanKind.WAIT, t - 75 * MS, t, step=79, steps=0))
+    train = phase_stats(spans, 0, t)["train"]
+    assert train.cold_round_steps == 20 and train.input_end_s == pytest.approx(0.075)
+
+
 def test_a_first_round_waiting_a_sliver_of_its_steps_is_not_cold() -> None:
     # 5x the later rounds' wait, but 15 % of its step: under the highly input-bound line.
     spans, t = _round(0, [10.0] * 20, wait_ms=1.5)

@@ -107,7 +107,7 @@ def steady_state(
     bounds = [b for b in bounds if b[2] < b[3]]  # the rounds that have steps
     ranges = [(first, stop) for *_, first, stop in bounds]
     cold = _cold_first_round(starts, ends, weights, ranges) or _cold_by_wait(
-        starts, ends, weights, ranges, waits
+        starts, ends, weights, ranges, waits, SortedRuns.of(input_ends)
     )
     for index, (start, end, first, stop) in enumerate(bounds):
         lead_in_ns += max(starts[first] - start, 0)
@@ -198,10 +198,13 @@ def _cold_by_wait(
     weights: Sequence[int],
     rounds: Sequence[tuple[int, int]],
     waits: SortedRuns,
+    input_ends: SortedRuns,
 ) -> bool:
     """Whether the first round's median step waited for input more than ``WARMUP_FACTOR``
     times as long per step as the later rounds' steps did on average, and at least
-    ``COLD_WAIT_SHARE`` of its own time (medians over the round's spans, per step of each)."""
+    ``COLD_WAIT_SHARE`` of its own time (medians over the round's spans, per step of each).
+    The later rounds' waits for their input to end (a pipeline shut down once per round) are
+    not their steps' waits."""
     if len(rounds) < 2 or not waits.starts:
         return False
     first, stop = rounds[0]
@@ -211,7 +214,8 @@ def _cold_by_wait(
         return False
     later_wait = later_steps = 0
     for a, b in rounds[1:]:  # the later rounds' steps' hull: steps tile their loop
-        later_wait += waits.overlap_ns(starts[a], max(ends[a:b]))
+        hull = starts[a], max(ends[a:b])
+        later_wait += waits.overlap_ns(*hull) - input_ends.overlap_ns(*hull)
         later_steps += sum(weights[a:b])
     return bool(wait * later_steps > WARMUP_FACTOR * later_wait)
 
