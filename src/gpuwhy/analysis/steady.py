@@ -41,7 +41,7 @@ from operator import sub, truediv
 
 from gpuwhy.analysis.intervals import Interval, SortedRuns, total_ns
 from gpuwhy.analysis.spanruns import Runs, waited_ns
-from gpuwhy.warmup import WARMUP_FACTOR
+from gpuwhy.warmup import WARMUP_FACTOR, first_steady
 
 COLD_WAIT_SHARE = 0.2
 """XProf's "highly input-bound" line: 20 % of step time waiting
@@ -94,7 +94,7 @@ def steady_state(
     ordered = steps.ordered()
     starts, ends = ordered.starts, ordered.ends
     weights = list(ordered.weights())
-    threshold_ns = WARMUP_FACTOR * (median_s or 0.0) * 1e9
+    median_ns = (median_s or 0.0) * 1e9
     kept = Runs()
     intervals: list[Interval] = []
     steady_steps = warmup_steps = warmup_ns = lead_in_ns = rounds_warmed = input_end_ns = 0
@@ -115,14 +115,7 @@ def steady_state(
             cold_round_ns = min(max(ends[first:stop]), end) - starts[first]
             cold_round_steps = sum(weights[first:stop])
             continue
-        steady = first
-        limit = first + (stop - first) // 2
-        while (
-            steady < limit
-            and threshold_ns > 0
-            and ends[steady] - starts[steady] > threshold_ns * weights[steady]
-        ):
-            steady += 1
+        steady = first_steady(starts, ends, weights, first, stop, median_ns)
         round_ns = starts[steady] - starts[first]
         if steady > first:
             rounds_warmed += 1

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from gpuwhy.model import Event, Record, Span, SpanKind
 from gpuwhy.rank_identity import RankIdentity
 from gpuwhy.telemetry.processes import ProcessDirectory
-from gpuwhy.warmup import WARMUP_FACTOR
+from gpuwhy.warmup import first_steady
 
 WINDOW_NS = 10_000_000_000
 """How far back the live rates look: long enough to smooth Keras' per-epoch rhythm."""
@@ -186,11 +186,8 @@ def _rate_and_share(spans: list[_Item], phase: str | None) -> tuple[float | None
 
 
 def _leading_warmup(steps: list[tuple[int, int, int]]) -> int:
-    """How many of the leading `steps` (start, end, count; sorted) took more than
-    ``WARMUP_FACTOR`` times the median step: at most half of them, as in analysis/steady.py."""
+    """How many of the leading `steps` (start, end, count; sorted) are warm-up, as in the
+    analysis (gpuwhy/warmup.py)."""
+    starts, ends, counts = zip(*steps, strict=True)
     per_step = sorted((end - start) / n for start, end, n in steps)
-    bound = WARMUP_FACTOR * per_step[len(per_step) // 2]
-    warm = 0
-    while warm < len(steps) // 2 and steps[warm][1] - steps[warm][0] > bound * steps[warm][2]:
-        warm += 1
-    return warm
+    return first_steady(starts, ends, counts, 0, len(steps), per_step[len(per_step) // 2])

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuwhy.analysis.spanruns import Runs
+from gpuwhy.analysis.steady import input_ends_of
 from gpuwhy.errors import RecordingError
 from gpuwhy.model import NS_PER_S, SpanKind
 from gpuwhy.recording.reader import Recording
@@ -125,11 +127,9 @@ def _per_batch(recording: Recording, phase: str | None, skip: int) -> tuple[floa
         (span.start_ns, span.end_ns, max(1, span.steps))
         for span in recording.spans(SpanKind.STEP, phase)
     )
-    input_ends = [
-        (span.start_ns, span.end_ns)
-        for span in recording.spans(SpanKind.WAIT, phase)
-        if span.steps == 0
-    ]
+    waits = Runs()
+    for span in recording.spans(SpanKind.WAIT, phase):
+        waits.add(span.start_ns, span.end_ns, span.steps)
     seen_batches = total_ns = batches = 0
     measured_from = None
     for start, end, count in steps:
@@ -141,7 +141,7 @@ def _per_batch(recording: Recording, phase: str | None, skip: int) -> tuple[floa
         batches += count
     if not batches or measured_from is None:
         return None, 0
-    total_ns -= sum(end - start for start, end in input_ends if start >= measured_from)
+    total_ns -= sum(end - start for start, end in input_ends_of(waits) if start >= measured_from)
     return total_ns / NS_PER_S / batches, batches
 
 
