@@ -5,11 +5,14 @@ the same way bare and under `gpuwhy run` (bench/zoo_overhead.py).
 
 The clock starts once this interpreter is up (gpuwhy's start-up in the job's process, where it
 runs, comes before) and stops when the script returns, exits or fails; framework imports, hooks
-and training are inside it. The script's exit code, or its exception, is passed on.
+and training are inside it. The script's exit code, or its exception, is passed on. Beside the
+time, the full (oldest-generation) garbage collections the process ran by then: in a short job
+one collection more or less moves its time by a tenth of a second or more (bench/zoo_overhead.py).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import runpy
 import sys
@@ -28,7 +31,9 @@ def main() -> None:
     try:
         runpy.run_path(script, run_name="__main__")
     finally:  # a script that fails is timed too; its exception goes on as Python reports it
-        Path(out).write_text(json.dumps({"job_s": time.perf_counter() - start}))
+        job_s = time.perf_counter() - start
+        full_gcs = gc.get_stats()[-1]["collections"]
+        Path(out).write_text(json.dumps({"job_s": job_s, "full_gcs": full_gcs}))
 
 
 if __name__ == "__main__":

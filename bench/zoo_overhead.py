@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import machine
 from one_line_args import OneLineParser
@@ -51,11 +52,12 @@ TARGET = 1.01  # the issue's goal for the job's own time on a CPU job
 
 @dataclass
 class Runs:
-    """One member's pairs: per pair and side, (wall s, the job's own s or None, CPU s)."""
+    """One member's pairs: per pair and side, (wall s, the job's own s or None, CPU s, the
+    job's full garbage collections or None)."""
 
     member: Member
-    bare: list[tuple[float, float | None, float]] = field(default_factory=list)
-    gpuwhy: list[tuple[float, float | None, float]] = field(default_factory=list)
+    bare: list[tuple[Any, ...]] = field(default_factory=list)
+    gpuwhy: list[tuple[Any, ...]] = field(default_factory=list)
     own_cpu: list[tuple[float, float]] = field(default_factory=list)  # recorder, probe
 
 
@@ -86,9 +88,9 @@ def _run(command: list[str], member: Member, folder: Path, clock: Path) -> tuple
             f"zoo_overhead.py: {member.name} exited {done.returncode}, expected "
             f"{member.exit_code}: {joined}\n{done.stderr[-2000:]}"
         )
-    own = json.loads(clock.read_text())["job_s"] if clock.exists() else None
+    clocked = json.loads(clock.read_text()) if clock.exists() else {}
     clock.unlink(missing_ok=True)
-    return wall, own, cpu
+    return wall, clocked.get("job_s"), cpu, clocked.get("full_gcs")
 
 
 def measure(member: Member, pairs: int, scratch: Path) -> Runs:
@@ -133,6 +135,14 @@ def _median_taken(values: Iterable[float]) -> str:
     return f"{statistics.median(taken):.2f}" if taken else "—"
 
 
+def _collections(runs: Runs) -> str:
+    """'bare / gpuwhy' medians of the job's full garbage collections ('—' where not taken)."""
+    counts = [[r[3] for r in side] for side in (runs.bare, runs.gpuwhy)]
+    if any(None in side for side in counts):
+        return "—"
+    return " / ".join(f"{statistics.median(side):g}" for side in counts)
+
+
 def row(runs: Runs) -> str:
     bare_s = statistics.median(r[0] for r in runs.bare)
     added_s = statistics.median(g[0] - b[0] for g, b in zip(runs.gpuwhy, runs.bare, strict=True))
@@ -145,6 +155,7 @@ def row(runs: Runs) -> str:
         _ratio(runs, 1),
         _ratio(runs, 0),
         f"{added_s:+.2f}",
+        _collections(runs),
         f"{recorder} / {probe}",
     )
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
@@ -166,11 +177,19 @@ def document(all_runs: list[Runs], pairs: int, load: tuple[float, float]) -> str
         " in the wall time; bench/overhead.py measures longer trainings.",
         "",
         "| job | launcher | bare wall s | job's own time | wall time | added wall s | "
-        "gpuwhy CPU s (process / probe) |",
-        "|---|---|---|---|---|---|---|",
+        "full collections (bare / gpuwhy) | gpuwhy CPU s (process / probe) |",
+        "|---|---|---|---|---|---|---|---|",
         *(row(runs) for runs in all_runs),
         "",
         "'—': a launcher runs the script in a child process the clock cannot wrap.",
+        "",
+        "Full collections: the garbage collections of the oldest generation the job's process "
+        "ran (median over pairs). CPython runs one when the objects that survived since the last"
+        " reach a quarter of the long-lived ones; in a process that loaded a framework one takes"
+        " a tenth of a second or more (TensorFlow: ~0.18 s over ~350,000 objects on this "
+        "machine). gpuwhy's hooks keep ~1,400 objects alive, enough to move one collection into "
+        "a short job that sat just below that line: where the sides differ by one, so does the "
+        "job's time, by that collection, not by a cost per step (docs/performance.md).",
     ]
     return "\n".join(lines) + "\n"
 

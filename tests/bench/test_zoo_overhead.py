@@ -45,7 +45,21 @@ def test_the_clock_times_the_script_and_keeps_its_exit_code(tmp_path: Path) -> N
         check=False,
     )
     assert done.returncode == 3 and done.stdout == "['a', 'b']\n", done.stderr
-    assert 0.2 <= json.loads(out.read_text())["job_s"] < 5
+    clocked = json.loads(out.read_text())
+    assert 0.2 <= clocked["job_s"] < 5
+    assert isinstance(clocked["full_gcs"], int) and clocked["full_gcs"] >= 0
+
+
+def test_the_clock_counts_the_full_collections_the_job_ran(tmp_path: Path) -> None:
+    job = tmp_path / "job.py"
+    job.write_text("import gc\nfor _ in range(3):\n    gc.collect()\n")
+    counts = []
+    for script in (job, tmp_path / "empty.py"):
+        script.touch()
+        out = tmp_path / f"{script.stem}.json"
+        subprocess.run([sys.executable, str(CLOCK), str(out), str(script)], timeout=60, check=True)
+        counts.append(json.loads(out.read_text())["full_gcs"])
+    assert counts[0] == counts[1] + 3, counts
 
 
 @pytest.mark.slow
@@ -67,9 +81,10 @@ def test_one_pair_on_a_real_job_gives_its_row(tmp_path: Path) -> None:
     assert len(rows) == 1, text
     cells = [cell.strip() for cell in rows[0].strip("|").split(" | ")]
     row = rows[0]
-    _, launcher, bare_s, own, wall, added, cpu = cells
+    _, launcher, bare_s, own, wall, added, collections, cpu = cells
     assert launcher == "python" and float(bare_s) > 0
     assert RATIO.fullmatch(own) and RATIO.fullmatch(wall), row
     assert re.fullmatch(r"[+-]\d+\.\d\d", added), row
+    assert re.fullmatch(r"\d+(\.5)? / \d+(\.5)?", collections), row
     # the probe's CPU is '—' when the job ended before the probe did (a cold first run)
     assert re.fullmatch(r"\d+\.\d\d / (\d+\.\d\d|—)", cpu), row

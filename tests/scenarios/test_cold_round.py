@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from gpuwhy.analysis.rules.input_bound import HIGH_FRACTION
 from support import ROOT
 
 pytest.importorskip("tensorflow")
@@ -59,11 +60,16 @@ def test_a_cache_filling_first_epoch_is_one_time_work(tmp_path: Path) -> None:
     assert own["stepped"][0] - CLOCK_SLACK_S <= train["cold_round_s"] <= walls[0]
     assert abs(train["data_wait_fraction"] - share) <= SHARE_TOLERANCE
     findings = report["findings"]
-    # Reading the cache still costs a quarter of a short step: the cached epochs' own speed-up,
-    # not the filling epoch's.
-    (bound,) = [f for f in findings if f["code"] == "INPUT_BOUND"]
+    # Reading the cache still costs about a quarter of a short step (0.24 to 0.27 measured), over
+    # the 20 % line of a highly input-bound phase: INPUT_BOUND must say so where the truth lies
+    # clearly above the line (within the share's tolerance, gpuwhy's reading may fall either
+    # side), with the cached epochs' own speed-up, not the filling epoch's.
+    bound = [f for f in findings if f["code"] == "INPUT_BOUND"]
+    if share >= HIGH_FRACTION + SHARE_TOLERANCE:
+        assert bound, f"no INPUT_BOUND where the cached epochs waited {share:.0%}"
     truth = 1 / (1 - share)
-    assert abs(bound["evidence"]["phase_speedup"] / truth - 1) <= SPEEDUP_TOLERANCE
+    for finding in bound:
+        assert abs(finding["evidence"]["phase_speedup"] / truth - 1) <= SPEEDUP_TOLERANCE
     (once,) = [f for f in findings if f["code"] == "ONE_TIME_WORK"]
     assert once["evidence"]["cold_round_steps"] == own["steps"]
 
