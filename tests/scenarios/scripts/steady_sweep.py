@@ -160,7 +160,9 @@ def _tensorflow(args: argparse.Namespace) -> Callable[[bool], float]:
     import numpy as np
     import tensorflow as tf
 
+    # One compute thread, one op at a time: a stand-in for a device (the scenario scripts say why).
     tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(BATCHES, BATCH, FEATURES)).astype("float32")
     y = rng.integers(0, 10, size=(BATCHES, BATCH)).astype("int64")

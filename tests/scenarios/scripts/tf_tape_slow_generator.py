@@ -26,10 +26,12 @@ def main() -> None:
     import numpy as np
     import tensorflow as tf
 
-    # One compute thread: the model stands in for a device that computes while the host waits.
-    # With a thread pool, the CPU workers' wake-up after each input stall would slow the steps
-    # of the slow variant only — a CPU artefact a GPU job does not have.
+    # One compute thread, one op at a time: the model stands in for a device that computes while
+    # the host waits. With TensorFlow's thread pools (inside an op, and ops side by side), the
+    # workers' wake-up after each input stall would slow the steps of the slow variant only — a
+    # CPU artefact a GPU job does not have.
     tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(BATCHES, BATCH, 32)).astype("float32")
