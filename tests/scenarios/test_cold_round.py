@@ -42,6 +42,16 @@ def run_job(tmp_path: Path, *args: str) -> tuple[dict[str, Any], dict[str, Any]]
     return own, json.loads((tmp_path / "r.json").read_text())
 
 
+def _input_bound_against(findings: list[dict[str, Any]], share: float) -> list[dict[str, Any]]:
+    """The INPUT_BOUND findings, each checked: its phase speed-up is the cached epochs' own
+    (1 / (1 - their wait share on the job's clock)), within SPEEDUP_TOLERANCE."""
+    bound = [f for f in findings if f["code"] == "INPUT_BOUND"]
+    truth = 1 / (1 - share)
+    for finding in bound:
+        assert abs(finding["evidence"]["phase_speedup"] / truth - 1) <= SPEEDUP_TOLERANCE
+    return bound
+
+
 def test_a_cache_filling_first_epoch_is_one_time_work(tmp_path: Path) -> None:
     own, report = run_job(tmp_path)
     train = report["phases"]["train"]
@@ -64,12 +74,9 @@ def test_a_cache_filling_first_epoch_is_one_time_work(tmp_path: Path) -> None:
     # the 20 % line of a highly input-bound phase: INPUT_BOUND must say so where the truth lies
     # clearly above the line (within the share's tolerance, gpuwhy's reading may fall either
     # side), with the cached epochs' own speed-up, not the filling epoch's.
-    bound = [f for f in findings if f["code"] == "INPUT_BOUND"]
+    bound = _input_bound_against(findings, share)
     if share >= HIGH_FRACTION + SHARE_TOLERANCE:
         assert bound, f"no INPUT_BOUND where the cached epochs waited {share:.0%}"
-    truth = 1 / (1 - share)
-    for finding in bound:
-        assert abs(finding["evidence"]["phase_speedup"] / truth - 1) <= SPEEDUP_TOLERANCE
     (once,) = [f for f in findings if f["code"] == "ONE_TIME_WORK"]
     assert once["evidence"]["cold_round_steps"] == own["steps"]
 
@@ -87,10 +94,7 @@ def test_a_filling_epoch_under_three_times_slower_is_one_time_work(tmp_path: Pat
     assert train["cold_round_steps"] == own["steps"]
     assert own["stepped"][0] - CLOCK_SLACK_S <= train["cold_round_s"] <= own["walls"][0]
     assert abs(train["data_wait_fraction"] - share) <= SHARE_TOLERANCE
-    for finding in report["findings"]:
-        if finding["code"] == "INPUT_BOUND":
-            truth = 1 / (1 - share)
-            assert abs(finding["evidence"]["phase_speedup"] / truth - 1) <= SPEEDUP_TOLERANCE
+    _input_bound_against(report["findings"], share)
 
 
 def test_the_first_epoch_of_one_keras_fit_is_a_round_of_its_own(tmp_path: Path) -> None:
