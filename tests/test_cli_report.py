@@ -223,3 +223,32 @@ def test_several_recordings_with_a_bad_one_are_one_line(recording: Path, tmp_pat
     )
     _one_line_exit_2(gpuwhy(["report", str(recording), str(empty)], tmp_path), "holds no recording")
     _one_line_exit_2(gpuwhy(["report", str(recording), str(text)], tmp_path), "notes.txt")
+
+
+@pytest.mark.slow
+def test_a_report_drawn_by_workers_is_the_report_drawn_alone(tmp_path: Path) -> None:
+    """`python -m gpuwhy report` with worker processes (analysis/workers.py): the same bytes, in
+    the terminal, JSON and HTML, as one process gives."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from support.synth import synthesize
+
+    path = tmp_path / "day.gpuwhy.db"
+    synthesize(path, hours=1 / 3, gpus=4, seed=11)
+    outputs = {}
+    for workers in ("2", "0"):
+        env = dict(os.environ, PYTHONPATH=str(SRC), GPUWHY_WORKERS=workers, NO_COLOR="1")
+        page = tmp_path / f"page-{workers}.html"
+        runs = [
+            subprocess.run(
+                [PY, "-m", "gpuwhy", "report", str(path), *extra],
+                env=env,
+                capture_output=True,
+                timeout=120,
+                cwd=tmp_path,
+            )
+            for extra in ([], ["--json"], ["--html", str(page)])
+        ]
+        assert all(r.returncode == 0 and not r.stderr for r in runs), [r.stderr for r in runs]
+        outputs[workers] = [r.stdout for r in runs] + [page.read_bytes()]
+    assert outputs["2"] == outputs["0"]
+    assert b"train" in outputs["2"][0] and b"GPU 3" in outputs["2"][3]

@@ -210,7 +210,9 @@ def _from_bucket(bucket: Any) -> _Acc:
 
 
 def align_summaries(
-    windows: Mapping[str, Iterable[Interval]], recording: _Summaries
+    windows: Mapping[str, Iterable[Interval]],
+    recording: _Summaries,
+    device: int | None = None,
 ) -> dict[str, dict[int, GpuWindowStats]]:
     """What `align` computes, from the recording's stored tiers instead of every sample.
 
@@ -219,13 +221,14 @@ def align_summaries(
     1-min tier where no boundary falls, raw samples only in the minutes one cuts), and each
     segment is credited to its windows. Same numbers as streaming every sample: counts, sums,
     minima, maxima and reason bits are exact integers in the tiers. A day of 8 GPUs with a
-    thousand phase intervals takes seconds instead of minutes.
+    thousand phase intervals takes seconds instead of minutes. With `device`, that GPU alone.
     """
     points, keys = segment_windows(windows)
     merged: dict[tuple[str, int], _Acc] = {}
     if len(points) >= 2:
-        gpu = recording.gpu_segments(points, metrics=_READ_FIELDS)
-        util = recording.util_segments(points, metrics=("gpu_pct",))
+        one = {} if device is None else {"device": device}  # a job's merged nodes: all GPUs
+        gpu = recording.gpu_segments(points, metrics=_READ_FIELDS, **one)
+        util = recording.util_segments(points, metrics=("gpu_pct",), **one)
         for names, gpu_buckets, util_buckets in zip(keys, gpu, util, strict=True):
             if not names:
                 continue

@@ -12,16 +12,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from gpuwhy.analysis.alignment import ACTIVE, RUN, GpuWindowStats, align_summaries
+from gpuwhy.analysis.alignment import ACTIVE, RUN, GpuWindowStats
 from gpuwhy.analysis.context import RunContext
 from gpuwhy.analysis.framework import Framework, detect
 from gpuwhy.analysis.hostwindows import host_window_stats
 from gpuwhy.analysis.intervals import Interval, union
-from gpuwhy.analysis.phases import OTHER, PhaseStats, recording_phase_stats
+from gpuwhy.analysis.phases import OTHER, CollectedPhases, PhaseStats, other_intervals
 from gpuwhy.analysis.ranks import RankPhase, rank_phases
 from gpuwhy.analysis.rules import run_rules
 from gpuwhy.analysis.rules.transfer import link_bandwidth_bytes_per_s
-from gpuwhy.model import NS_PER_S, DeviceInfo, Event, Finding, Severity, sort_findings
+from gpuwhy.analysis.workers import Aligner, Workers, worker_count
+from gpuwhy.model import NS_PER_S, DeviceInfo, Event, Finding, Severity, SpanKind, sort_findings
 from gpuwhy.redact import command_is_raw, recorded_command
 
 if TYPE_CHECKING:
@@ -155,12 +156,42 @@ def _devices(
     return result
 
 
-def diagnose(recording: Recording, *, environment: Mapping[str, Any] | None = None) -> Diagnosis:
+def _windows(
+    named: Mapping[str, list[Interval]], start_ns: int, end_ns: int
+) -> dict[str, list[Interval]]:
+    """The time ranges the GPUs are summarised over: each phase's, the run's time in none,
+    the whole run and the time in any phase."""
+    return {
+        **named,
+        OTHER: other_intervals(named.values(), start_ns, end_ns),
+        RUN: [(start_ns, end_ns)] if end_ns > start_ns else [],
+        ACTIVE: union(i for intervals in named.values() for i in intervals),
+    }
+
+
+def diagnose(
+    recording: Recording,
+    *,
+    environment: Mapping[str, Any] | None = None,
+    parallel: bool = False,
+) -> Diagnosis:
     """Analyse a recording: per-phase statistics, GPU alignment and runtime findings.
 
     ``environment`` is the doctor's ``{"facts": ..., "findings": [...]}`` for the job's
-    interpreter; it defaults to the one `gpuwhy run` stored in the recording's meta.
+    interpreter; it defaults to the one `gpuwhy run` stored in the recording's meta. With
+    ``parallel``, a long recording's GPUs are aligned by worker processes (workers.py): the
+    caller's main module must be import-safe, as for any `multiprocessing` use.
     """
+    workers = Workers(worker_count(recording) if parallel else 0)
+    try:
+        return _diagnose(recording, environment, Aligner(recording, workers))
+    finally:
+        workers.close()
+
+
+def _diagnose(
+    recording: Recording, environment: Mapping[str, Any] | None, aligner: Aligner
+) -> Diagnosis:
     meta = dict(recording.meta)
     if environment is None:
         stored = meta.get("environment")
@@ -172,15 +203,20 @@ def diagnose(recording: Recording, *, environment: Mapping[str, Any] | None = No
     start_ns, end_ns = recording.run_bounds() or (0, 0)
     duration_s = (end_ns - start_ns) / NS_PER_S
     event_facts = _event_facts(recording.events())
-    phases = recording_phase_stats(recording, start_ns, end_ns)
-    named = {name: list(p.intervals) for name, p in phases.items() if not p.is_pseudo}
-    windows: dict[str, list[Interval]] = {
-        **named,
-        OTHER: list(phases[OTHER].intervals),
-        RUN: [(start_ns, end_ns)] if end_ns > start_ns else [],
-        ACTIVE: union(i for intervals in named.values() for i in intervals),
-    }
-    gpu = align_summaries(windows, recording)  # stored tiers; raw samples only where cut
+    # The GPUs are lined up with the phases (stored tiers; raw samples only where a bound cuts)
+    # while the steps are read and their statistics computed: the phases' marks come first.
+    collected = CollectedPhases.read(recording, SpanKind.PHASE)
+    marked = collected.intervals()
+    aligner.start(_windows(marked, start_ns, end_ns))
+    collected.add(recording, SpanKind.STEP)
+    collected.add(recording, SpanKind.WAIT)
+    named = collected.intervals()
+    windows = _windows(named, start_ns, end_ns)
+    if named != marked:  # a phase known only by its steps: its extent is theirs
+        aligner.start(windows)
+    phases = collected.stats(start_ns, end_ns)
+    started = aligner.result()
+    gpu = {name: started[name] for name in windows}  # the phases' order may have changed
     host = host_window_stats(windows, recording)
     framework = detect(event_facts.events, facts)
     phases = _with_gpu(phases, gpu)

@@ -160,9 +160,8 @@ def weighted_percentile(values: Sequence[tuple[float, int]], q: float) -> float 
     return pairs[-1][0]
 
 
-def _collect_columns(blocks: Iterable[SpanColumns]) -> dict[str, _PhaseSpans]:
-    """The spans of every phase, from a recording's span columns (no object per span)."""
-    by_phase: dict[str, _PhaseSpans] = defaultdict(_PhaseSpans)
+def _collect_columns(blocks: Iterable[SpanColumns], by_phase: dict[str, _PhaseSpans]) -> None:
+    """Add the spans of every phase to `by_phase`, from span columns (no object per span)."""
     for block in blocks:
         starts, durations = block.start_ns, block.duration_ns
         is_phase = block.kind is SpanKind.PHASE
@@ -180,7 +179,6 @@ def _collect_columns(blocks: Iterable[SpanColumns]) -> dict[str, _PhaseSpans]:
         else:
             target = entry.steps if block.kind is SpanKind.STEP else entry.waits
             target[block.pid].extend(starts, ends, block.steps)
-    return by_phase
 
 
 def _extent(entry: _PhaseSpans) -> list[Interval]:
@@ -325,17 +323,49 @@ def recording_phase_stats(
     """Named phases in order of first appearance, then "data_wait" (if any) and "other", from
     every span of a recording read as stored columns (a day's million steps: a few seconds and
     tens of MB, where an object per span would take minutes and a GB)."""
-    return _from_collected(_collect_columns(recording.span_columns()), run_start_ns, run_end_ns)
+    return CollectedPhases.read(recording).stats(run_start_ns, run_end_ns)
+
+
+class CollectedPhases:
+    """A recording's spans, by phase: the phases' intervals as soon as the spans that mark them
+    are in, their statistics once every span is (what needs only the intervals, the GPU
+    alignment, can start first)."""
+
+    def __init__(self) -> None:
+        self._by_phase: dict[str, _PhaseSpans] = defaultdict(_PhaseSpans)
+
+    @classmethod
+    def read(cls, recording: _SpanSource, kind: SpanKind | None = None) -> CollectedPhases:
+        """Every span of `recording` (of one `kind`)."""
+        collected = cls()
+        collected.add(recording, kind)
+        return collected
+
+    def add(self, recording: _SpanSource, kind: SpanKind | None = None) -> None:
+        """The spans of `kind` (of every kind) of `recording`, not added before."""
+        _collect_columns(recording.span_columns(kind), self._by_phase)
+
+    def _named(self) -> dict[str, _PhaseSpans]:
+        ordered = sorted(self._by_phase.items(), key=lambda item: item[1].first_ns or 0)
+        return {name: entry for name, entry in ordered if name}
+
+    def intervals(self) -> dict[str, list[Interval]]:
+        """Each named phase's time, in order of first appearance (`PhaseStats.intervals`)."""
+        return {name: union(_extent(entry)) for name, entry in self._named().items()}
+
+    def stats(self, run_start_ns: int, run_end_ns: int) -> dict[str, PhaseStats]:
+        """`recording_phase_stats`."""
+        return _from_collected(self._named(), self._by_phase, run_start_ns, run_end_ns)
 
 
 def _from_collected(
+    named: dict[str, _PhaseSpans],
     by_phase: dict[str, _PhaseSpans],
     run_start_ns: int,
     run_end_ns: int,
 ) -> dict[str, PhaseStats]:
     run_ns = max(run_end_ns - run_start_ns, 0)
-    ordered = sorted(by_phase.items(), key=lambda item: item[1].first_ns or 0)
-    phases = {name: _phase_stats(name, entry, run_ns) for name, entry in ordered if name}
+    phases = {name: _phase_stats(name, entry, run_ns) for name, entry in named.items()}
     step_starts = [
         runs.ordered().starts
         for entry in by_phase.values()
@@ -353,8 +383,7 @@ def with_pseudo_phases(
     """`phases` plus `data_wait` (all wait, part of the phases it falls in) and `other` (the
     run's time in no phase)."""
     run_ns = max(run_end_ns - run_start_ns, 0)
-    covered = union(i for p in phases.values() for i in p.intervals)
-    covered = clip(covered, run_start_ns, run_end_ns) if run_ns else covered
+    other = other_intervals([p.intervals for p in phases.values()], run_start_ns, run_end_ns)
     wait_s = sum(p.data_wait_s for p in phases.values())
     if wait_s > 0:
         waiting = [p for p in phases.values() if p.data_wait_s > 0]
@@ -370,8 +399,7 @@ def with_pseudo_phases(
             step_gap_s=0.0,
             rounds=len(waiting),
         )
-    other_ns = max(run_ns - total_ns(covered), 0)
-    other = [(run_start_ns, run_end_ns)] if run_ns else []
+    other_ns = total_ns(other)
     phases[OTHER] = PhaseStats(
         name=OTHER,
         time_s=other_ns / NS_PER_S,
@@ -383,9 +411,21 @@ def with_pseudo_phases(
         data_wait_fraction=None,
         step_gap_s=0.0,
         rounds=0,
-        intervals=tuple(subtract(other, covered)),
+        intervals=tuple(other),
     )
     return phases
+
+
+def other_intervals(
+    phase_intervals: Iterable[Sequence[Interval]], run_start_ns: int, run_end_ns: int
+) -> list[Interval]:
+    """The run's time in no phase ("other")."""
+    if run_end_ns <= run_start_ns:
+        return []
+    covered = clip(
+        union(i for intervals in phase_intervals for i in intervals), run_start_ns, run_end_ns
+    )
+    return subtract([(run_start_ns, run_end_ns)], covered)
 
 
 def _resume(

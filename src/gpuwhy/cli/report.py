@@ -197,7 +197,7 @@ def analyse(recording: Any) -> tuple[Any | None, str | None]:
         from gpuwhy.analysis import diagnose
 
         environment = recording.meta.get("environment")
-        return diagnose(recording, environment=environment), None
+        return diagnose(recording, environment=environment, parallel=True), None
     except Exception as error:  # a report bug must never cost the run's summary
         return None, f"{type(error).__name__}: {error}"
 
@@ -236,10 +236,16 @@ def write_json(diagnosis: Any, path: str) -> None:
 
 def write_html(diagnosis: Any, recording: Any, path: str, traces: Sequence[Any] = ()) -> None:
     """Write the self-contained HTML report (timeline from ``recording``; ``traces``: the run's
-    profiler window, whose kernels it draws too) to ``path``."""
+    profiler window, whose kernels it draws too) to ``path``. A long recording's GPU lanes are
+    drawn by worker processes (analysis/workers.py)."""
+    from gpuwhy.analysis.workers import Workers, worker_count
     from gpuwhy.report.html.page import write_html as write_page
 
-    write_page(diagnosis, recording, path, traces)
+    workers = Workers(worker_count(recording))
+    try:
+        write_page(diagnosis, recording, path, traces, workers)
+    finally:
+        workers.close()
 
 
 def _json_document(diagnosis: Any) -> dict[str, Any]:

@@ -138,6 +138,9 @@ def check_file(path: Path) -> None:
         )
 
 
+_STORED = ("blocks", "staging")  # where a stream's rows are: packed, or of slots still open
+
+
 class Recording(TierReads):
     """A recording opened for reading. Use `Recording.open(path)`; also a context manager."""
 
@@ -352,6 +355,15 @@ class Recording(TierReads):
             )
         except READ_ERRORS as error:
             raise self._damaged(error) from error
+
+    def sampled_devices(self) -> list[int]:
+        """Every GPU index with GPU or utilization samples, listed in `devices` or not."""
+        parts = [f"SELECT device FROM {s.table(kind)}" for s in (GPU, UTIL) for kind in _STORED]
+        try:
+            rows = self._db.execute(" UNION ".join(parts) + " ORDER BY device").fetchall()
+        except READ_ERRORS as error:
+            raise self._damaged(error) from error
+        return [int(device) for (device,) in rows if device is not None]
 
     def time_range(self) -> tuple[int, int] | None:
         """(earliest, latest) timestamp of anything recorded, or None for an empty recording."""

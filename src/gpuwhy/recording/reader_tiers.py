@@ -64,11 +64,12 @@ class TierReads:
         start_ns: int | None = None,
         end_ns: int | None = None,
         metrics: Collection[str] | None = None,
+        device: int | None = None,
     ) -> Iterator[TierColumns]:
         """`gpu_tiers` as columns, a stored block at a time, only the named metrics (GpuSample
-        field names): for drawing a long run (tiercolumns.py). A bucket may come in parts
-        (from two blocks) that the caller adds up."""
-        return self._tier_columns(GPU, width_ns, start_ns, end_ns, metrics)
+        field names; of one `device`, or all): for drawing a long run (tiercolumns.py). A
+        bucket may come in parts (from two blocks) that the caller adds up."""
+        return self._tier_columns(GPU, width_ns, start_ns, end_ns, metrics, device)
 
     def util_tier_columns(
         self,
@@ -97,9 +98,10 @@ class TierReads:
         start_ns: int | None,
         end_ns: int | None,
         metrics: Collection[str] | None,
+        device: int | None = None,
     ) -> Iterator[TierColumns]:
         return self._guarded(
-            tiercolumns.tier_columns(self._db, spec, width_ns, None, start_ns, end_ns, metrics)
+            tiercolumns.tier_columns(self._db, spec, width_ns, device, start_ns, end_ns, metrics)
         )
 
     def gpu_summary(

@@ -39,6 +39,7 @@ from gpuwhy.report.html.timeline import timeline_data
 from gpuwhy.traces import RankTrace
 
 if TYPE_CHECKING:
+    from gpuwhy.analysis.workers import Workers
     from gpuwhy.recording.reader import Recording
 
 MAX_HTML_BYTES = 5_000_000  # a report stays small enough to attach to an e-mail (issue: scale)
@@ -167,10 +168,14 @@ def _utf8_size(text: str) -> int:
 
 
 def render_html(
-    diagnosis: Diagnosis, recording: Recording, traces: Sequence[RankTrace] = ()
+    diagnosis: Diagnosis,
+    recording: Recording,
+    traces: Sequence[RankTrace] = (),
+    workers: Workers | None = None,
 ) -> str:
     """The whole page as text (deterministic for a given recording), under MAX_HTML_BYTES.
-    ``traces``: the run's profiler window, whose kernels the page then draws too."""
+    ``traces``: the run's profiler window, whose kernels the page then draws too; ``workers``
+    draw the GPUs' lanes (timeline.py)."""
     scripts = asset("timeline.js"), asset("kernels.js")
     css = asset("report.css")
     lanes = kernel_lanes(traces) if traces and diagnosis.kernels is not None else []
@@ -190,7 +195,7 @@ def render_html(
     budget = MAX_HTML_BYTES - sum(_utf8_size(part) for part in parts) - PAGE_MARGIN_BYTES
 
     def page_within(budget: int) -> str:
-        data = timeline_data(diagnosis, recording, budget_bytes=budget)
+        data = timeline_data(diagnosis, recording, budget_bytes=budget, workers=workers)
         return _page(diagnosis, data, scripts, css, sections, lanes_json)
 
     page = page_within(budget)
@@ -205,12 +210,13 @@ def write_html(
     recording: Recording,
     path: str | os.PathLike[str],
     traces: Sequence[RankTrace] = (),
+    workers: Workers | None = None,
 ) -> None:
     """Write the HTML report to `path` (replaced whole: a reader never sees half a file).
 
     Raises UsageError (one line, with the fix) when the file cannot be written.
     """
-    write_page_text(render_html(diagnosis, recording, traces), path)
+    write_page_text(render_html(diagnosis, recording, traces, workers), path)
 
 
 def write_page_text(text: str, path: str | os.PathLike[str]) -> None:

@@ -16,11 +16,12 @@ import itertools
 import json
 import math
 import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuwhy.analysis import Diagnosis
+from gpuwhy.analysis.workers import Workers, shares
 from gpuwhy.model import NS_PER_S, DeviceInfo, GpuSample, HostSample, SpanKind
 from gpuwhy.report.html.phases import WAIT_COLOR, phase_bands
 from gpuwhy.report.html.tiers import (
@@ -282,13 +283,65 @@ def _wait_tiers(recording: Recording, plan: TierPlan) -> list[dict[str, str]] | 
     return fraction_tiers(covered, plan, len(processes))
 
 
+def _tiered(plan: TierPlan) -> bool:
+    """Whether the grid's buckets are made of the recording's stored tiers (else: samples)."""
+    width, origin = plan.widths_ns[0], plan.origin_ns
+    return not plan.raw and width % NS_PER_S == 0 and origin % width == 0
+
+
+def _grid(plan: TierPlan) -> tuple[int, int, int]:
+    """(bucket width, first bucket start, end of the last) of the finest tier, in ns."""
+    width, origin = plan.widths_ns[0], plan.origin_ns
+    return width, origin, origin + width * plan.counts[0]
+
+
+def gpu_lanes(
+    recording: Recording, plan: TierPlan, period_ns: int, devices: Sequence[int] | None = None
+) -> list[tuple[int, dict[str, Any] | None]]:
+    """(GPU index, its lane: None if nothing to draw) of every GPU with samples (of `devices`)."""
+    collector = _Collector(plan)
+    fields = [m.field for m in GPU_METRICS]
+    for device in [None] if devices is None else devices:
+        if _tiered(plan):
+            columns = recording.gpu_tier_columns(*_grid(plan), metrics=fields, device=device)
+            collector.feed_tier_columns(columns, _device_of, GPU_METRICS)
+        else:
+            collector.feed_samples(recording.gpu_samples(device), _device_of, GPU_METRICS)
+    infos = {d.index: d for d in recording.devices}
+    lanes = []
+    for index in sorted({lane for lane, _ in collector.series}):
+        info = infos.get(index)
+        title = f"GPU {index}" + (f" · {info.name}" if info else "")
+        lanes.append((index, _lane(title, index, GPU_METRICS, collector, info, period_ns)))
+    return lanes
+
+
+def gpu_lanes_at(
+    path: str, plan: TierPlan, period_ns: int, devices: Sequence[int]
+) -> list[tuple[int, dict[str, Any] | None]]:
+    """In a worker (analysis/workers.py): `gpu_lanes` of these GPUs of the recording at `path`."""
+    from gpuwhy.recording.reader import Recording
+
+    with Recording.open(path) as recording:
+        return gpu_lanes(recording, plan, period_ns, devices)
+
+
+def _device_of(sample: Any) -> Any:
+    return sample.device
+
+
 def timeline_data(
-    diagnosis: Diagnosis, recording: Recording, *, budget_bytes: int = TIMELINE_BUDGET_BYTES
+    diagnosis: Diagnosis,
+    recording: Recording,
+    *,
+    budget_bytes: int = TIMELINE_BUDGET_BYTES,
+    workers: Workers | None = None,
 ) -> dict[str, Any]:
     """Everything the page's timeline draws, as JSON-ready data (times relative to run start).
 
     Its JSON text stays within about `budget_bytes`: the phase bands take what they need (at most
-    MAX_INTERVALS), the series the rest, at the finest resolution that fits.
+    MAX_INTERVALS), the series the rest, at the finest resolution that fits. With `workers`,
+    they draw the GPUs' lanes, a share of the GPUs each, while this process draws the rest.
     """
     meta = recording.meta
     bounds = recording.time_range()
@@ -298,7 +351,6 @@ def timeline_data(
     first = min([s.t_ns for s in gpu_peek[:1]] + [s.t_ns for s in host_peek[:1]], default=start_ns)
     period = _period_ns(meta, [s.t_ns for s in gpu_peek] or [s.t_ns for s in host_peek])
     host_period = _period_ns({}, [s.t_ns for s in host_peek]) if len(host_peek) > 1 else period
-    device_of: Callable[[Any], Any] = lambda s: s.device  # noqa: E731
     host_of: Callable[[Any], Any] = lambda s: "host"  # noqa: E731
     phases = phase_bands(diagnosis, start_ns, end_ns - start_ns)
     series_budget = budget_bytes - len(json.dumps(phases)) - STRUCTURE_BYTES
@@ -313,36 +365,34 @@ def timeline_data(
         mean_series=1,
         budget_bytes=max(series_budget, 0),
     )
-    collector = _Collector(plan)
-    width, origin = plan.widths_ns[0], plan.origin_ns
-    if not plan.raw and width % NS_PER_S == 0 and origin % width == 0:
-        grid_end = origin + width * plan.counts[0]
-        gpu_fields = [m.field for m in GPU_METRICS]
-        host_fields = [m.field for m in HOST_METRICS]
-        collector.feed_tier_columns(
-            recording.gpu_tier_columns(width, origin, grid_end, metrics=gpu_fields),
-            device_of,
-            GPU_METRICS,
-        )
-        collector.feed_tier_columns(
-            recording.host_tier_columns(width, origin, grid_end, metrics=host_fields),
+    gpu = (
+        [
+            workers.submit(gpu_lanes_at, str(recording.path), plan, period, devices)
+            for devices in shares(recording.sampled_devices(), workers.count)
+        ]
+        if workers is not None and workers.count and _tiered(plan)
+        else []
+    )
+    host = _Collector(plan)
+    if _tiered(plan):
+        host.feed_tier_columns(
+            recording.host_tier_columns(*_grid(plan), metrics=[m.field for m in HOST_METRICS]),
             host_of,
             HOST_METRICS,
         )
     else:
-        collector.feed_samples(recording.gpu_samples(), device_of, GPU_METRICS)
-        collector.feed_samples(recording.host_samples(), host_of, HOST_METRICS)
-
+        host.feed_samples(recording.host_samples(), host_of, HOST_METRICS)
+    host_lane = _lane("Host", "host", HOST_METRICS, host, None, max(host_period, period))
+    parts = workers.results(gpu) if workers is not None and gpu else None
+    found = (
+        [lane for part in parts for lane in part]
+        if parts is not None
+        else gpu_lanes(recording, plan, period)
+    )
+    found.sort(key=lambda pair: pair[0])
+    indices = [index for index, _ in found]
+    lanes = [lane for _, lane in found if lane is not None]
     infos = {d.index: d for d in recording.devices}
-    indices = sorted({lane for lane, _ in collector.series if lane != "host"})
-    lanes = []
-    for index in indices:
-        info = infos.get(index)
-        title = f"GPU {index}" + (f" · {info.name}" if info else "")
-        lane = _lane(title, index, GPU_METRICS, collector, info, period)
-        if lane is not None:
-            lanes.append(lane)
-    host_lane = _lane("Host", "host", HOST_METRICS, collector, None, max(host_period, period))
     return {
         "duration_s": (end_ns - start_ns) / NS_PER_S,
         "period_s": period / NS_PER_S,
