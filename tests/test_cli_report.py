@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -252,3 +253,53 @@ def test_a_report_drawn_by_workers_is_the_report_drawn_alone(tmp_path: Path) -> 
         outputs[workers] = [r.stdout for r in runs] + [page.read_bytes()]
     assert outputs["2"] == outputs["0"]
     assert b"train" in outputs["2"][0] and b"GPU 3" in outputs["2"][3]
+
+
+def _session_members(session: int) -> list[int]:
+    """Processes still alive in a session (from /proc: pid, then session id at field 6)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_ctrl_c_stops_a_report_and_its_workers_with_one_line(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) at any moment of a
+    report drawn by workers: exit 130, one line, no traceback from a worker, none left."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from support.synth import synthesize
+
+    path = tmp_path / "run.gpuwhy.db"
+    synthesize(path, hours=1, gpus=4, seed=5)
+    env = dict(os.environ, PYTHONPATH=str(SRC), GPUWHY_WORKERS="2")
+    command = [PY, "-m", "gpuwhy", "report", str(path), "--html", str(tmp_path / "p.html")]
+    interrupted = 0
+    for delay_s in (0.0, 0.05, 0.1, 0.2, 0.3, 0.45):
+        child = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
+        # From the workers' start on (gpuwhy's own imports, before, are not this test's).
+        deadline = time.monotonic() + 30
+        while len(_session_members(child.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(delay_s)
+        with contextlib.suppress(ProcessLookupError):  # already done
+            os.killpg(child.pid, signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+        if child.returncode == 130:
+            interrupted += 1
+            assert err == b"gpuwhy: interrupted\n", (delay_s, err.decode()[-800:])
+        else:
+            assert child.returncode == 0 and not err, (delay_s, child.returncode, err)
+        deadline = time.monotonic() + 5
+        while _session_members(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _session_members(child.pid), f"workers left running after {delay_s} s"
+    assert interrupted >= 3  # most delays fall inside the report

@@ -5,6 +5,7 @@ cannot read the file."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -80,17 +81,19 @@ def test_the_diagnosis_is_the_same_with_and_without_workers(
 ) -> None:
     monkeypatch.setenv(ENV_VAR, "2")
     with Recording.open(synthetic) as recording:
-        assert worker_count(recording) == 2
-        parallel = diagnose(recording, parallel=True)
+        workers = Workers(worker_count(recording))
+        try:
+            parallel = diagnose(recording, workers=workers)
+            assert workers.count == 2
+        finally:
+            workers.close()
         serial = diagnose(recording)
     assert parallel == serial
     assert set(parallel.phases) >= {"train", "validation"}
     assert all(d.samples > 0 for d in parallel.devices)
 
 
-def test_a_phase_known_only_by_its_steps_is_aligned_over_its_steps(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_phase_known_only_by_its_steps_is_aligned_over_its_steps(tmp_path: Path) -> None:
     """Its extent appears only once the steps are read: the alignment started from the phase
     marks alone is started again."""
     run = Run(tmp_path / "r.db", duration_s=20, devices=[H100, device(1)])
@@ -98,9 +101,13 @@ def test_a_phase_known_only_by_its_steps_is_aligned_over_its_steps(
     run.steps("train", 2, 40, 0.2)  # no PHASE span: 2 s to 10 s
     run.gpu(0, 0, 11, util_gpu_pct=60).gpu(0, 11, 20, util_gpu_pct=10)
     run.gpu(1, 0, 20, util_gpu_pct=30)
-    monkeypatch.setenv(ENV_VAR, "2")
+    workers = Workers(2)
     with run.close() as recording:
-        parallel = diagnose(recording, parallel=True)
+        try:
+            parallel = diagnose(recording, workers=workers)
+            assert workers.count == 2
+        finally:
+            workers.close()
         serial = diagnose(recording)
     assert parallel == serial
     assert parallel.phases["train"].intervals == ((2_000_000_000, 10_000_000_000),)
@@ -164,3 +171,23 @@ def test_the_timeline_drawn_with_workers_is_the_one_drawn_here(synthetic: Path) 
     ]
     assert drawn == alone
     assert len(drawn["gpu_lanes"]) == 4 and drawn["host_lane"] is not None
+
+
+@pytest.mark.parametrize(
+    ("function", "args"),
+    [(os._exit, (3,)), (int, ("not a number",))],
+    ids=["a worker dies", "a function fails"],
+)
+def test_a_worker_that_dies_or_fails_gives_no_answer_and_stops_the_rest(
+    function: Callable[..., object], args: tuple[object, ...]
+) -> None:
+    workers = Workers(2)
+    try:
+        good = workers.submit(sum, [1, 2, 3])
+        assert workers.results([good]) == [6]
+        bad = workers.submit(function, *args)
+        other = workers.submit(sum, [4])
+        assert workers.results([other, bad]) is None
+        assert workers.count == 0 and workers.submit(sum, [1]) is None
+    finally:
+        workers.close()

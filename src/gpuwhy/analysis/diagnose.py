@@ -21,7 +21,7 @@ from gpuwhy.analysis.phases import OTHER, CollectedPhases, PhaseStats, other_int
 from gpuwhy.analysis.ranks import RankPhase, rank_phases
 from gpuwhy.analysis.rules import run_rules
 from gpuwhy.analysis.rules.transfer import link_bandwidth_bytes_per_s
-from gpuwhy.analysis.workers import Aligner, Workers, worker_count
+from gpuwhy.analysis.workers import Aligner, Workers
 from gpuwhy.model import NS_PER_S, DeviceInfo, Event, Finding, Severity, SpanKind, sort_findings
 from gpuwhy.redact import command_is_raw, recorded_command
 
@@ -173,25 +173,16 @@ def diagnose(
     recording: Recording,
     *,
     environment: Mapping[str, Any] | None = None,
-    parallel: bool = False,
+    workers: Workers | None = None,
 ) -> Diagnosis:
     """Analyse a recording: per-phase statistics, GPU alignment and runtime findings.
 
     ``environment`` is the doctor's ``{"facts": ..., "findings": [...]}`` for the job's
-    interpreter; it defaults to the one `gpuwhy run` stored in the recording's meta. With
-    ``parallel``, a long recording's GPUs are aligned by worker processes (workers.py): the
-    caller's main module must be import-safe, as for any `multiprocessing` use.
+    interpreter; it defaults to the one `gpuwhy run` stored in the recording's meta.
+    ``workers`` (workers.py; `Workers(worker_count(recording))` for a recording long enough to
+    gain from them) align the GPUs with the phases; the caller closes them.
     """
-    workers = Workers(worker_count(recording) if parallel else 0)
-    try:
-        return _diagnose(recording, environment, Aligner(recording, workers))
-    finally:
-        workers.close()
-
-
-def _diagnose(
-    recording: Recording, environment: Mapping[str, Any] | None, aligner: Aligner
-) -> Diagnosis:
+    aligner = Aligner(recording, workers or Workers(0))
     meta = dict(recording.meta)
     if environment is None:
         stored = meta.get("environment")

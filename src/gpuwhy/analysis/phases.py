@@ -23,6 +23,7 @@ day's million steps take seconds and tens of MB, with the numbers of the span-by
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,7 +33,9 @@ from typing import TYPE_CHECKING, Protocol
 from gpuwhy.analysis.intervals import Interval, SortedRuns, clip, subtract, total_ns, union
 from gpuwhy.analysis.spanruns import (
     Runs,
+    rank_percentiles,
     resume_ns,
+    sorted_durations,
     step_gaps_ns,
     step_percentiles,
     wait_runs,
@@ -194,7 +197,12 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
     extent = union(_extent(entry))
     time_ns = total_ns(extent)
     steps = max((runs.step_count() for runs in entry.steps.values()), default=0)
-    (median_s,) = step_percentiles(entry.steps.values(), (0.50,))
+    durations = sorted_durations(entry.steps.values())  # sorted once for both percentiles
+    (median_s,) = (
+        rank_percentiles(durations, (0.50,))
+        if durations is not None
+        else step_percentiles(entry.steps.values(), (0.50,))
+    )
     pids = set(entry.steps) | set(entry.waits)
     waits = {
         pid: wait_runs(entry.waits[pid]) if pid in entry.waits else SortedRuns([], [])
@@ -215,7 +223,12 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         for pid, runs in entry.steps.items()
     }
     busiest = max(steady.values(), key=lambda s: (s.steps, s.time_ns), default=None)
-    p50, p95 = step_percentiles((s.runs for s in steady.values()), (0.50, 0.95))
+    dropped = [s.dropped_ns for s in steady.values() if s.dropped_ns is not None]
+    p50, p95 = (
+        rank_percentiles(durations, (0.50, 0.95), sorted(itertools.chain.from_iterable(dropped)))
+        if durations is not None and len(dropped) == len(steady)
+        else step_percentiles((s.runs for s in steady.values()), (0.50, 0.95))
+    )
     # Waits of a process without steps (a reader thread's pid) fall in the busiest's steady time.
     steady_waits_ns = [
         steady_wait_ns(waits[pid], steady.get(pid) or busiest) for pid in pids if busiest

@@ -63,6 +63,9 @@ class SteadyState:
     cold_round_ns: int  # its first step's start to its last step's end
     repeated_ns: int  # warm-up and input ends of every round but the costliest
     runs: Runs  # the steady steps themselves (for step-time percentiles)
+    # The other steps' durations (ns), where each span is one step: the steady ones'
+    # percentiles are then those of all steps less these (spanruns.rank_percentiles).
+    dropped_ns: list[int] | None = None
 
     @property
     def time_ns(self) -> int:
@@ -96,6 +99,7 @@ def steady_state(
     weights = list(ordered.weights())
     median_ns = (median_s or 0.0) * 1e9
     kept = Runs()
+    kept_ranges: list[tuple[int, int]] = []  # of the spans in start order, ascending
     intervals: list[Interval] = []
     steady_steps = warmup_steps = warmup_ns = lead_in_ns = rounds_warmed = input_end_ns = 0
     costliest_ns = cold_round_ns = cold_round_steps = 0
@@ -133,12 +137,14 @@ def steady_state(
         if last_end > begin:
             intervals.append((begin, last_end))
         steady_steps += sum(weights[steady:stop])
+        kept_ranges.append((steady, stop))
         kept.extend(
             starts[steady:stop],
             ends[steady:stop],
             ordered.counts[steady:stop] if ordered.counts is not None else [1] * (stop - steady),
         )
     return SteadyState(
+        dropped_ns=_outside(starts, ends, kept_ranges) if ordered.counts is None else None,
         intervals=tuple(intervals),
         steps=steady_steps,
         warmup_steps=warmup_steps,
@@ -152,6 +158,18 @@ def steady_state(
         repeated_ns=warmup_ns + input_end_ns - (0 if cold else costliest_ns),
         runs=kept,
     )
+
+
+def _outside(
+    starts: Sequence[int], ends: Sequence[int], ranges: Sequence[tuple[int, int]]
+) -> list[int]:
+    """Durations of the spans outside the ascending, disjoint index `ranges`."""
+    durations: list[int] = []
+    previous = 0
+    for first, stop in [*ranges, (len(starts), len(starts))]:
+        durations += map(sub, ends[previous:first], starts[previous:first])
+        previous = stop
+    return durations
 
 
 def _per_step(

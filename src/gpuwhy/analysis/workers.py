@@ -22,12 +22,15 @@ report is the same either way, only slower.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Any, TypeVar
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
 
 from gpuwhy.analysis.alignment import GpuWindowStats, align_summaries
 from gpuwhy.analysis.intervals import Interval
@@ -41,7 +44,7 @@ MIN_GPU_SAMPLES = 1_000_000
 MAX_WORKERS = 8
 
 Alignment = dict[str, dict[int, GpuWindowStats]]
-T = TypeVar("T")
+Ticket = tuple[int, int]  # (worker, number of the function sent to it)
 
 
 def worker_count(recording: Any, environ: Mapping[str, str] = os.environ) -> int:
@@ -70,51 +73,82 @@ def _usable_cpus() -> int:
 class Workers:
     """Spawned worker processes (`count` of them), or none when `count` < 2 or they cannot start.
 
-    `submit` gives None where there are none; `results` gives None when a worker failed (the
-    pool is then closed): the caller does the work itself in both cases.
+    Each worker runs the functions sent to it one after the other; `submit` sends one to the
+    least loaded and gives a ticket for its answer (None where there are no workers), `results`
+    gives the answers of tickets (None when a worker failed: they are then all stopped). The
+    caller does the work itself in both cases. Workers are daemons, stopped when gpuwhy exits.
     """
 
     def __init__(self, count: int) -> None:
         self.count = count if count >= 2 else 0
-        self._pool: ProcessPoolExecutor | None = None
-        if self.count:
-            try:
-                self._pool = ProcessPoolExecutor(
-                    count,
-                    mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_ignore_interrupts,
-                )
-                for _ in range(count):  # started now, while the caller reads on
-                    self._pool.submit(_ready)
-            except Exception:  # no process support here (no semaphores, say)
-                self.close()
-
-    def submit(self, function: Callable[..., T], *args: Any) -> Future[T] | None:
-        if self._pool is None:
-            return None
+        self._links: list[Connection] = []
+        self._processes: list[BaseProcess] = []
+        self._sent: list[int] = []  # per worker: functions sent, answers read
+        self._answers: list[list[tuple[bool, Any]]] = []
+        if not self.count:
+            return
         try:
-            return self._pool.submit(function, *args)
-        except Exception:
+            with _interrupts_ignored():
+                context = multiprocessing.get_context("spawn")
+                for _ in range(self.count):
+                    here, there = context.Pipe()
+                    process = context.Process(target=_serve, args=(there,), daemon=True)
+                    process.start()  # the interpreter starts now, while the caller reads on
+                    there.close()
+                    self._links.append(here)
+                    self._processes.append(process)
+                    self._sent.append(0)
+                    self._answers.append([])
+        except Exception:  # no process support here
+            self.close()
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> Ticket | None:
+        if not self.count:
+            return None
+        worker = min(range(self.count), key=lambda k: self._sent[k] - len(self._answers[k]))
+        try:
+            self._links[worker].send((function, args))
+        except Exception:  # the worker is gone (killed), or the arguments do not pickle
             self.close()
             return None
+        self._sent[worker] += 1
+        return worker, self._sent[worker] - 1
 
-    def results(self, futures: Sequence[Future[T] | None]) -> list[T] | None:
-        if self._pool is None or any(future is None for future in futures):
+    def results(self, tickets: Sequence[Ticket | None]) -> list[Any] | None:
+        if not self.count or any(ticket is None for ticket in tickets):
             return None
+        found = []
         try:
-            return [future.result() for future in futures if future is not None]
-        except Exception:  # a worker failed, or its process was killed
+            for worker, number in (t for t in tickets if t is not None):
+                answers = self._answers[worker]
+                while len(answers) <= number:  # answers come in the order sent
+                    answers.append(self._links[worker].recv())
+                found.append(answers[number])
+        except Exception:  # the worker died (killed, out of memory)
             self.close()
             return None
+        if not all(ok for ok, _ in found):  # its reason is of no use: the work is redone here
+            self.close()
+            return None
+        return [value for _, value in found]
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        """Let the workers go; those still working are stopped at once, their results no longer
+        wanted (an interrupted report, the partners of a worker that failed)."""
+        for worker, (link, process) in enumerate(zip(self._links, self._processes, strict=True)):
+            try:
+                if self._sent[worker] > len(self._answers[worker]):
+                    process.terminate()
+                else:
+                    link.send(None)
+                link.close()
+            except Exception:
+                process.terminate()
+        self._links, self._processes = [], []
         self.count = 0
 
 
-def shares(items: Sequence[T], count: int) -> list[list[T]]:
+def shares(items: Sequence[int], count: int) -> list[list[int]]:
     """`items` dealt out to `count` workers (none left empty)."""
     return [list(items[k::count]) for k in range(count) if items[k::count]]
 
@@ -129,24 +163,21 @@ class Aligner:
     def __init__(self, recording: Recording, workers: Workers) -> None:
         self._recording = recording
         self._workers = workers
-        self._futures: list[Future[Alignment] | None] = []
+        self._tickets: list[Ticket | None] = []
         self._windows: Mapping[str, Sequence[Interval]] = {}
 
     def start(self, windows: Mapping[str, Sequence[Interval]]) -> None:
         """Align with `windows` (again: what was started before is dropped)."""
         self._windows = windows
-        for future in self._futures:
-            if future is not None:
-                future.cancel()
-        self._futures = []
+        self._tickets = []  # answers to what was sent before are read and dropped
         if not self._workers.count:
             return
         path = str(self._recording.path)
         for devices in shares(self._recording.sampled_devices(), self._workers.count):
-            self._futures.append(self._workers.submit(align_devices, path, windows, devices))
+            self._tickets.append(self._workers.submit(align_devices, path, windows, devices))
 
     def result(self) -> Alignment:
-        found = self._workers.results(self._futures) if self._futures else None
+        found = self._workers.results(self._tickets) if self._tickets else None
         if found is None:  # no workers, or one failed: the same work here, its errors included
             return align_summaries(self._windows, self._recording)
         merged: Alignment = {name: {} for name in self._windows}
@@ -168,10 +199,39 @@ def align_devices(
     return found
 
 
-def _ready() -> None:
-    """A worker's first task: started (and its imports done) while this process reads spans."""
+@contextlib.contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """Ctrl-C ignored while workers start, so that they ignore it from their first instruction
+    (an ignored signal stays ignored in a started program, and Python leaves it so): it reaches
+    the whole process group, and the report handles it and stops them, where a worker still
+    starting would print a traceback. A Ctrl-C in those few milliseconds (0.3-6 ms a worker)
+    is lost. Only the main thread may set a signal's handling."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
-def _ignore_interrupts() -> None:
-    # Ctrl-C reaches the whole process group: the report handles it and shuts the workers down.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _serve(link: Connection) -> None:
+    """A worker: run each (function, arguments) received, send back (True, result) or (False,
+    the error), until told to stop (None) or its caller is gone."""
+    while True:
+        try:
+            task = link.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        function, args = task
+        try:
+            answer: tuple[bool, Any] = (True, function(*args))
+        except Exception as error:
+            answer = (False, f"{type(error).__name__}: {error}")
+        try:
+            link.send(answer)
+        except (BrokenPipeError, OSError):
+            return

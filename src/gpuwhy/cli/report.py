@@ -8,9 +8,10 @@ result is never lost to a report bug.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -138,17 +139,21 @@ def with_profile_window(
 def _report(recording: Any, args: argparse.Namespace, gate: Any) -> int:
     """Analyse `recording` (one, or a job's nodes merged) and show or write the report. One
     recording made with `run --profile` gets its profiler window too."""
-    diagnosis, problem = analyse(recording)
-    traces: list[Any] = []
-    window = profile_directory(Path(args.recording))
-    if diagnosis is not None and window_written(window):
-        diagnosis, traces, error = with_profile_window(diagnosis, recording, window)
-        if error:
-            sys.stderr.write(f"gpuwhy: warning: the profiler window could not be read: {error}\n")
-    if args.html:
-        if diagnosis is None:
-            raise _Unanalysable(f"cannot analyse {args.recording}: {problem}")
-        write_html(diagnosis, recording, args.html, traces)  # UsageError when not writable
+    with report_workers(recording) as workers:
+        diagnosis, problem = analyse(recording, workers)
+        traces: list[Any] = []
+        window = profile_directory(Path(args.recording))
+        if diagnosis is not None and window_written(window):
+            diagnosis, traces, error = with_profile_window(diagnosis, recording, window)
+            if error:
+                sys.stderr.write(
+                    f"gpuwhy: warning: the profiler window could not be read: {error}\n"
+                )
+        if args.html:
+            if diagnosis is None:
+                raise _Unanalysable(f"cannot analyse {args.recording}: {problem}")
+            # UsageError when not writable
+            write_html(diagnosis, recording, args.html, traces, workers)
     if args.json:
         if diagnosis is None:
             raise _Unanalysable(f"cannot analyse {args.recording}: {problem}")
@@ -191,13 +196,27 @@ class _Unanalysable(InputFileError):
     exit_code = ExitCode.INTERNAL
 
 
-def analyse(recording: Any) -> tuple[Any | None, str | None]:
-    """The Diagnosis of ``recording``, or (None, one-line reason) if the analysis failed."""
+@contextlib.contextmanager
+def report_workers(recording: Any) -> Iterator[Any]:
+    """Worker processes for the report of a long recording (analysis/workers.py: none for a
+    short one), stopped when the report is done or interrupted."""
+    from gpuwhy.analysis.workers import Workers, worker_count
+
+    workers = Workers(worker_count(recording))
+    try:
+        yield workers
+    finally:
+        workers.close()
+
+
+def analyse(recording: Any, workers: Any = None) -> tuple[Any | None, str | None]:
+    """The Diagnosis of ``recording``, or (None, one-line reason) if the analysis failed;
+    ``workers`` (`report_workers`) help with a long one."""
     try:
         from gpuwhy.analysis import diagnose
 
         environment = recording.meta.get("environment")
-        return diagnose(recording, environment=environment, parallel=True), None
+        return diagnose(recording, environment=environment, workers=workers), None
     except Exception as error:  # a report bug must never cost the run's summary
         return None, f"{type(error).__name__}: {error}"
 
@@ -234,18 +253,15 @@ def write_json(diagnosis: Any, path: str) -> None:
         file.write("\n")
 
 
-def write_html(diagnosis: Any, recording: Any, path: str, traces: Sequence[Any] = ()) -> None:
+def write_html(
+    diagnosis: Any, recording: Any, path: str, traces: Sequence[Any] = (), workers: Any = None
+) -> None:
     """Write the self-contained HTML report (timeline from ``recording``; ``traces``: the run's
-    profiler window, whose kernels it draws too) to ``path``. A long recording's GPU lanes are
-    drawn by worker processes (analysis/workers.py)."""
-    from gpuwhy.analysis.workers import Workers, worker_count
+    profiler window, whose kernels it draws too) to ``path``; ``workers`` (`report_workers`)
+    draw a long recording's GPU lanes."""
     from gpuwhy.report.html.page import write_html as write_page
 
-    workers = Workers(worker_count(recording))
-    try:
-        write_page(diagnosis, recording, path, traces, workers)
-    finally:
-        workers.close()
+    write_page(diagnosis, recording, path, traces, workers)
 
 
 def _json_document(diagnosis: Any) -> dict[str, Any]:

@@ -272,7 +272,7 @@ def _summarise(
 
     Returns the Diagnosis, or (None, why) when the recording could not be analysed.
     """
-    from gpuwhy.cli.report import analyse, show, write_html, write_json
+    from gpuwhy.cli.report import analyse, report_workers, show, write_html, write_json
     from gpuwhy.recording.reader import Recording
 
     try:
@@ -280,8 +280,8 @@ def _summarise(
     except Exception as error:
         _say(stream, f"warning: cannot read the recording back: {error}")
         return None, f"cannot read the recording back: {error}"
-    with recording:
-        diagnosis, problem = analyse(recording)
+    with recording, report_workers(recording) as workers:
+        diagnosis, problem = analyse(recording, workers)
         traces: list[Any] = []
         if diagnosis is not None and profile_dir is not None:
             diagnosis, traces = _with_profile(diagnosis, recording, profile_dir, stream)
@@ -297,7 +297,7 @@ def _summarise(
             try:
                 if diagnosis is None:
                     raise RuntimeError(problem)
-                write_html(diagnosis, recording, str(html_path), traces)
+                write_html(diagnosis, recording, str(html_path), traces, workers)
                 html_written = True
             except Exception as error:
                 _say(stream, f"warning: no HTML report written to {html_path}: {error}")

@@ -167,7 +167,10 @@ def _select_blocks(
         f"FROM {spec.table('blocks')}{' WHERE ' + ' AND '.join(clauses) if clauses else ''} "
         "ORDER BY t_first, id"
     )
-    yield from db.execute(sql, [*params, *key_params])
+    # Not `yield from`: a reader dropped after its recording was closed (an interrupted report)
+    # would close the cursor then, on a closed database, and Python print the error.
+    for row in db.execute(sql, [*params, *key_params]):  # noqa: UP028
+        yield row
 
 
 def rows(

@@ -333,7 +333,8 @@ class Recording(TierReads):
             return Event(t_ns, kind, message, json.loads(data))
 
         def rows() -> Iterator[Any]:
-            yield from self._db.execute(sql)
+            for row in self._db.execute(sql):  # noqa: UP028 (see blockreader._select_blocks)
+                yield row
 
         return self._stream(rows(), make)
 
