@@ -176,6 +176,28 @@ def test_run_writes_html_beside_the_recording_and_keeps_the_exit_code(tmp_path: 
     assert page.stat().st_size > 1000
 
 
+@pytest.mark.slow
+def test_run_ends_with_a_report_drawn_by_workers(tmp_path: Path) -> None:
+    """`gpuwhy run` reads its recording back with workers (asked for: the job is short): the
+    job's exit code, and the page `gpuwhy report` draws alone from the same recording."""
+    record, page, alone = tmp_path / "r.gpuwhy.db", tmp_path / "run.html", tmp_path / "a.html"
+    env = dict(os.environ, PYTHONPATH=str(SRC), GPUWHY_WORKERS="2")
+    job = [JOB_PY, "-c", "import time; time.sleep(0.3); raise SystemExit(5)"]
+    run = ["run", "--quiet", "--record", str(record), "--html", str(page), "--", *job]
+    result = subprocess.run(
+        [PY, "-m", "gpuwhy", *run],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+    )
+    assert result.returncode == 5, result.stderr
+    assert b"Traceback" not in result.stderr
+    again = gpuwhy(["report", str(record), "--html", str(alone)], tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert page.read_bytes() == alone.read_bytes()
+
+
 def test_run_names_the_html_page_it_wrote(tmp_path: Path) -> None:
     result = gpuwhy(["run", "--html", "page.html", "--", JOB_PY, "-c", "pass"], tmp_path)
     assert result.returncode == 0, result.stderr

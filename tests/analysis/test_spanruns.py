@@ -50,5 +50,5 @@ def test_spans_of_several_steps_are_left_to_the_weighted_percentiles() -> None:
     runs.add(0, 4_000, 2)  # two steps of 2 µs each
     runs.add(5_000, 6_000, 1)
     assert sorted_durations([runs]) is None
-    assert sorted_durations([_runs([3, 1, 2])]) == [1, 2, 3]
+    assert list(sorted_durations([_runs([3, 1, 2])]) or []) == [1, 2, 3]
     assert step_percentiles([runs], (0.5,)) == [2e-6]

@@ -12,6 +12,7 @@ import pytest
 from constructed import H100, Run, device
 
 from gpuwhy.analysis import diagnose
+from gpuwhy.analysis import workers as workers_module
 from gpuwhy.analysis.workers import ENV_VAR, Aligner, Workers, worker_count
 from gpuwhy.recording import Recording
 from gpuwhy.recording.merged import MergedRecording
@@ -142,8 +143,9 @@ def test_who_gets_workers(synthetic: Path, tmp_path: Path) -> None:
         assert worker_count(recording, environ={ENV_VAR: "3"}) == 3
         assert worker_count(recording, environ={ENV_VAR: " 64 "}) == 8
         assert worker_count(recording, environ={ENV_VAR: "many"}) == 0
+        assert worker_count(recording, environ={ENV_VAR: "-2"}) == 0
         assert worker_count(MergedRecording([recording]), environ={ENV_VAR: "3"}) == 0
-    assert Workers(1).count == 0 and Workers(0).count == 0
+    assert Workers(0).count == 0 and Workers(0).submit(sum, [1]) is None
     live = tmp_path / "live.gpuwhy.db"
     writer = RecordingWriter(live)
     try:
@@ -191,3 +193,14 @@ def test_a_worker_that_dies_or_fails_gives_no_answer_and_stops_the_rest(
         assert workers.count == 0 and workers.submit(sum, [1]) is None
     finally:
         workers.close()
+
+
+def test_a_long_recording_gets_a_worker_per_core_up_to_one_per_gpu(
+    synthetic: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workers_module, "MIN_GPU_SAMPLES", 1_000)  # this one counts as long
+    with Recording.open(synthetic) as recording:
+        assert len(recording.sampled_devices()) == 4
+        for cpus, expected in ((1, 0), (2, 2), (3, 3), (16, 4)):
+            monkeypatch.setattr(workers_module, "_usable_cpus", lambda cpus=cpus: cpus)
+            assert worker_count(recording, environ={}) == expected, cpus

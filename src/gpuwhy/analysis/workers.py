@@ -3,7 +3,7 @@ the HTML page's GPU lanes, a share of the GPUs each, while this process does the
 
 Most of a long recording's report is Python decoding stored blocks, one core at a time: for a day
 of eight GPUs, ~2.6 s to summarise every GPU over the 1,900 segments between phase boundaries
-(alignment.py), ~0.8 s to read a million steps and ~1.1 s for their statistics (phases.py), and
+(alignment.py), ~0.7 s to read a million steps and ~0.8 s for their statistics (phases.py), and
 ~2.5 s to draw the page's timeline (report/html/timeline.py). The GPUs are independent of each
 other and of the step statistics: once the phases' intervals are known, workers align the GPUs
 while this process computes the statistics, and workers draw the GPUs' lanes while this process
@@ -17,7 +17,7 @@ a live one could differ between two readers. Whatever goes wrong in a worker or 
 (no process support on the platform, a worker killed), the alignment is done here instead: the
 report is the same either way, only slower.
 
-`GPUWHY_WORKERS=N` sets how many workers (0 or 1: none), whatever the recording's size.
+`GPUWHY_WORKERS=N` sets how many workers (0: none), whatever the recording's size.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from gpuwhy.recording.reader import Recording
 
 ENV_VAR = "GPUWHY_WORKERS"
 # Below this many GPU samples the workers save little (docs/performance.md: 2 h of 8 GPUs,
-# 576,000 samples, 0.45-0.51 s against 0.52 s alone for 0.2 s more CPU; 4 h, 0.65-0.70 s
-# against 0.87 s): done here.
+# 576,000 samples, 0.40-0.46 s against 0.48 s alone for 0.2 s more CPU; 4 h, 0.59-0.61 s
+# against 0.77-0.80 s): all done here.
 MIN_GPU_SAMPLES = 1_000_000
 MAX_WORKERS = 8
 
@@ -48,19 +48,21 @@ Ticket = tuple[int, int]  # (worker, number of the function sent to it)
 
 
 def worker_count(recording: Any, environ: Mapping[str, str] = os.environ) -> int:
-    """How many workers to align `recording`'s GPUs with (0: none, align here). Only a complete
-    recording of one file (not several nodes' merged) is read by workers."""
+    """How many workers to help with `recording`'s report (0: none, all done here): one per
+    usable core up to one per GPU (at most MAX_WORKERS), for a long, complete recording of one
+    file (not several nodes' merged) on a machine of two cores or more."""
     if not isinstance(recording, Recording) or not recording.complete:
         return 0
     wanted = environ.get(ENV_VAR, "").strip()
-    if not wanted:
-        if recording.rows_at_most("gpu") < MIN_GPU_SAMPLES:
-            return 0
-        return min(_usable_cpus(), MAX_WORKERS)
-    try:
-        return min(int(wanted), MAX_WORKERS)
-    except ValueError:
-        return 0  # a bad value must not cost the report: align here
+    if wanted:
+        try:
+            return max(min(int(wanted), MAX_WORKERS), 0)
+        except ValueError:
+            return 0  # a bad value must not cost the report: all done here
+    cpus = _usable_cpus()
+    if cpus < 2 or recording.rows_at_most("gpu") < MIN_GPU_SAMPLES:
+        return 0
+    return min(cpus, MAX_WORKERS, max(len(recording.sampled_devices()), 1))
 
 
 def _usable_cpus() -> int:
@@ -71,7 +73,7 @@ def _usable_cpus() -> int:
 
 
 class Workers:
-    """Spawned worker processes (`count` of them), or none when `count` < 2 or they cannot start.
+    """Spawned worker processes (`count` of them), or none when `count` is 0 or they cannot start.
 
     Each worker runs the functions sent to it one after the other; `submit` sends one to the
     least loaded and gives a ticket for its answer (None where there are no workers), `results`
@@ -80,7 +82,7 @@ class Workers:
     """
 
     def __init__(self, count: int) -> None:
-        self.count = count if count >= 2 else 0
+        self.count = max(count, 0)
         self._links: list[Connection] = []
         self._processes: list[BaseProcess] = []
         self._sent: list[int] = []  # per worker: functions sent, answers read
