@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from constructed import H100, Run, device
 
-from gpuwhy.analysis import diagnose
+from gpuwhy.analysis import Diagnosis, diagnose
 from gpuwhy.analysis import workers as workers_module
-from gpuwhy.analysis.workers import ENV_VAR, Aligner, Workers, worker_count
+from gpuwhy.analysis.workers import ENV_VAR, Aligner, Alignment, Workers, worker_count
 from gpuwhy.recording import Recording
 from gpuwhy.recording.merged import MergedRecording
 from gpuwhy.recording.writer import RecordingWriter
@@ -40,6 +40,23 @@ def _windows(recording: Recording) -> dict[str, list[tuple[int, int]]]:
     return {"train": train, "validation": validation, "run": [(start, end)]}
 
 
+def _both_ways(recording: Recording, count: int) -> tuple[Diagnosis, Diagnosis]:
+    """The diagnosis made with `count` workers (which must have done their part) and alone."""
+    workers = Workers(count)
+    try:
+        parallel = diagnose(recording, workers=workers)
+        assert workers.count == count, "the workers failed and the work fell back"
+    finally:
+        workers.close()
+    return parallel, diagnose(recording)
+
+
+def _aligned_here(recording: Recording, windows: dict[str, list[tuple[int, int]]]) -> Alignment:
+    aligner = Aligner(recording, Workers(0))
+    aligner.start(windows)
+    return aligner.result()
+
+
 def test_workers_align_exactly_as_this_process(synthetic: Path) -> None:
     workers = Workers(2)
     try:
@@ -49,9 +66,7 @@ def test_workers_align_exactly_as_this_process(synthetic: Path) -> None:
             aligner.start(windows)
             by_workers = aligner.result()
             assert workers.count == 2, "the workers failed and the alignment fell back"
-            by_one = Aligner(recording, Workers(0))
-            by_one.start(windows)
-            expected = by_one.result()
+            expected = _aligned_here(recording, windows)
     finally:
         workers.close()
     assert by_workers == expected
@@ -70,9 +85,7 @@ def test_a_restarted_alignment_answers_for_the_last_windows(synthetic: Path) -> 
             aligner.start(windows)
             got = aligner.result()
             assert workers.count == 2
-            alone = Aligner(recording, Workers(0))
-            alone.start(windows)
-            assert got == alone.result()
+            assert got == _aligned_here(recording, windows)
     finally:
         workers.close()
 
@@ -82,13 +95,7 @@ def test_the_diagnosis_is_the_same_with_and_without_workers(
 ) -> None:
     monkeypatch.setenv(ENV_VAR, "2")
     with Recording.open(synthetic) as recording:
-        workers = Workers(worker_count(recording))
-        try:
-            parallel = diagnose(recording, workers=workers)
-            assert workers.count == 2
-        finally:
-            workers.close()
-        serial = diagnose(recording)
+        parallel, serial = _both_ways(recording, worker_count(recording))
     assert parallel == serial
     assert set(parallel.phases) >= {"train", "validation"}
     assert all(d.samples > 0 for d in parallel.devices)
@@ -102,14 +109,8 @@ def test_a_phase_known_only_by_its_steps_is_aligned_over_its_steps(tmp_path: Pat
     run.steps("train", 2, 40, 0.2)  # no PHASE span: 2 s to 10 s
     run.gpu(0, 0, 11, util_gpu_pct=60).gpu(0, 11, 20, util_gpu_pct=10)
     run.gpu(1, 0, 20, util_gpu_pct=30)
-    workers = Workers(2)
     with run.close() as recording:
-        try:
-            parallel = diagnose(recording, workers=workers)
-            assert workers.count == 2
-        finally:
-            workers.close()
-        serial = diagnose(recording)
+        parallel, serial = _both_ways(recording, 2)
     assert parallel == serial
     assert parallel.phases["train"].intervals == ((2_000_000_000, 10_000_000_000),)
     assert parallel.phases["train"].gpu_util_pct == {0: 60.0, 1: 30.0}
