@@ -13,10 +13,13 @@
    best of `--repeat` runs (other work on a shared machine slows wall time; CPU time less so).
    The terminal and HTML reports run alternately with their worker processes and in one
    process (GPUWHY_WORKERS=0; src/gpuwhy/analysis/workers.py), side by side.
+5. Shorter recordings (`--small-hours`, 2 h and 4 h of as many GPUs), around the size from which
+   gpuwhy starts workers: their report with workers forced and without, alternated.
 
 Writes bench/results/scale.md.
 
-    python bench/scale.py [--hours 24] [--gpus 8] [--writer-hours 1] [--repeat 2] [--out ...]
+    python bench/scale.py [--hours 24] [--gpus 8] [--writer-hours 1] [--repeat 2]
+                          [--small-hours 2 4] [--out ...]
 """
 
 from __future__ import annotations
@@ -214,15 +217,15 @@ def _best(runs: list[dict[str, object]]) -> dict[str, object]:
 
 
 def alternated(
-    command: list[str], timeout_s: float, repeat: int
+    command: list[str], timeout_s: float, repeat: int, workers: str | None = None
 ) -> tuple[dict[str, object], dict[str, object]]:
-    """`command` as gpuwhy runs it and in one process (GPUWHY_WORKERS=0), one after the other
-    `repeat` times: the best of each (see `best_of`)."""
+    """`command` as gpuwhy runs it (with `workers`: GPUWHY_WORKERS set so) and in one process
+    (GPUWHY_WORKERS=0), one after the other `repeat` times: the best of each (see `best_of`)."""
+    usual = None if workers is None else dict(os.environ, GPUWHY_WORKERS=workers)
     alone = dict(os.environ, GPUWHY_WORKERS="0")
-    runs = [(run_child(command, timeout_s), run_child(command, timeout_s, alone))]
-    runs += [
-        (run_child(command, timeout_s), run_child(command, timeout_s, alone))
-        for _ in range(max(repeat, 1) - 1)
+    runs = [
+        (run_child(command, timeout_s, usual), run_child(command, timeout_s, alone))
+        for _ in range(max(repeat, 1))
     ]
     return _best([a for a, _ in runs]), _best([b for _, b in runs])
 
@@ -255,6 +258,31 @@ def outcome(run: dict[str, object], extra: str = "") -> str:
         f"{run['peak_mib']:.0f} MiB{extra}"
     )
     return text if run["code"] in (0, 1) else f"{text}, exit {run['code']}: {run['err']}"
+
+
+def small_lines(
+    small: list[tuple[float, int, dict[str, object], dict[str, object]]], gpus: int, repeat: int
+) -> list[str]:
+    """Shorter recordings' reports with workers forced (GPUWHY_WORKERS) and without."""
+    if not small:
+        return []
+    lines = [
+        "The report of a recording of a million GPU samples or more has worker processes "
+        "(one per core, up to one per GPU: src/gpuwhy/analysis/workers.py, docs/architecture.md)"
+        "; a shorter one is read in one process. Around that size, with the workers forced "
+        f"(`GPUWHY_WORKERS`) and without, alternated, best of {repeat} each:",
+        "",
+        "| recording | GPU samples | in one process | with workers | CPU time, one process / "
+        "with workers |",
+        "|---|---|---|---|---|",
+    ]
+    for hours, samples, forced, alone in small:
+        lines.append(
+            f"| {hours:g} h × {gpus} GPUs | {samples:,} | {float(alone['wall_s']):.2f} s | "  # type: ignore[arg-type]
+            f"{float(forced['wall_s']):.2f} s ({forced['workers']} workers) | "  # type: ignore[arg-type]
+            f"{float(alone['cpu_s']):.2f} s / {float(forced['cpu_s']):.2f} s |"  # type: ignore[arg-type]
+        )
+    return [*lines, ""]
 
 
 def workers_cell(run: dict[str, object]) -> str:
@@ -293,6 +321,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--writer-hours", type=float, default=1.0)
+    parser.add_argument(
+        "--small-hours",
+        type=float,
+        nargs="*",
+        default=[2.0, 4.0],
+        help="shorter recordings (as many GPUs) whose report runs with workers forced and "
+        "without, around the size from which gpuwhy starts them",
+    )
     parser.add_argument("--repeat", type=int, default=2, help="runs of each report and export")
     parser.add_argument("--timeout", type=float, default=900.0, help="per child process")
     parser.add_argument("--keep", type=Path, help="keep the synthetic recording here")
@@ -377,6 +413,21 @@ def main(argv: list[str] | None = None) -> int:
             [*gpuwhy, "export", str(hour_path), "--perfetto", str(trace)], args.timeout, 1
         )
         hour_facts = trace_facts(trace, hour_run)
+        small = []
+        for hours in args.small_hours:
+            print(f"a {hours:g} h recording, with workers and without ...", flush=True)
+            small_path = Path(scratch, f"small-{hours:g}.gpuwhy.db")
+            synthesize(small_path, hours=hours, gpus=args.gpus, seed=0)
+            with Recording.open(small_path) as rec:
+                small_samples = rec.rows_at_most("gpu")
+            forced, alone = alternated(
+                [*gpuwhy, "report", str(small_path)],
+                args.timeout,
+                max(args.repeat, 3),
+                workers=str(min(args.gpus, os.cpu_count() or 1)),
+            )
+            small.append((hours, small_samples, forced, alone))
+            small_path.unlink()
     load_after = machine.load()
 
     samples = counts["gpu"]
@@ -474,6 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         "Goals (issue): a few hundred MB at most; memory flat from the first minute to the "
         "last; `gpuwhy report` under 3 s and 1 GB; the HTML report under 5 s and 5 MB.",
         "",
+        *small_lines(small, args.gpus, max(args.repeat, 3)),
     ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")

@@ -189,7 +189,8 @@ def document(all_runs: list[Runs], pairs: int, load: tuple[float, float]) -> str
         " a tenth of a second or more (TensorFlow: ~0.18 s over ~350,000 objects on this "
         "machine). gpuwhy's hooks keep ~1,400 objects alive, enough to move one collection into "
         "a short job that sat just below that line: where the sides differ by one, so does the "
-        "job's time, by that collection, not by a cost per step (docs/performance.md).",
+        "job's time, by that collection, not by a cost per step (docs/hooks.md, \"Objects kept "
+        'alive").',
     ]
     return "\n".join(lines) + "\n"
 

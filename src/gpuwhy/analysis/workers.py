@@ -37,9 +37,9 @@ from gpuwhy.analysis.intervals import Interval
 from gpuwhy.recording.reader import Recording
 
 ENV_VAR = "GPUWHY_WORKERS"
-# Below this many GPU samples the workers save little (docs/performance.md: 2 h of 8 GPUs,
-# 576,000 samples, 0.40-0.46 s against 0.48 s alone for 0.2 s more CPU; 4 h, 0.59-0.61 s
-# against 0.77-0.80 s): all done here.
+# Below this many GPU samples the workers save little for their CPU (docs/performance.md,
+# "Scale": 2 h of 8 GPUs, 576,000 samples, about nothing for 0.2 s more CPU; 4 h, a fifth of
+# the report's time): all done here.
 MIN_GPU_SAMPLES = 1_000_000
 MAX_WORKERS = 8
 
