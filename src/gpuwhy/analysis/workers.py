@@ -14,7 +14,7 @@ Spawned, not forked: a forked child would inherit this process's open SQLite con
 SQLite forbids using across fork(), and forking a threaded process is unsafe. Each worker opens
 the file read-only itself, so only a complete recording (its writer closed it) is read this way:
 a live one could differ between two readers. Whatever goes wrong in a worker or in starting one
-(no process support on the platform, a worker killed), the alignment is done here instead: the
+(no process support on the platform, a worker killed), its work is done here instead: the
 report is the same either way, only slower.
 
 `GPUWHY_WORKERS=N` sets how many workers (0: none), whatever the recording's size.
