@@ -4,7 +4,9 @@ cannot read the file."""
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from gpuwhy.recording import Recording
 from gpuwhy.recording.merged import MergedRecording
 from gpuwhy.recording.writer import RecordingWriter
 from gpuwhy.report.html.timeline import timeline_data
-from support.synth import synthesize
+from support.synth import DEFAULT_START_NS, synthesize
 
 pytestmark = pytest.mark.slow  # starts interpreters
 
@@ -145,7 +147,7 @@ def test_who_gets_workers(synthetic: Path, tmp_path: Path) -> None:
         assert worker_count(recording, environ={ENV_VAR: " 64 "}) == 8
         assert worker_count(recording, environ={ENV_VAR: "many"}) == 0
         assert worker_count(recording, environ={ENV_VAR: "-2"}) == 0
-        assert worker_count(MergedRecording([recording]), environ={ENV_VAR: "3"}) == 0
+        assert worker_count(MergedRecording([recording]), environ={ENV_VAR: "3"}) == 3
     assert Workers(0).count == 0 and Workers(0).submit(sum, [1]) is None
     live = tmp_path / "live.gpuwhy.db"
     writer = RecordingWriter(live)
@@ -205,3 +207,33 @@ def test_a_long_recording_gets_a_worker_per_core_up_to_one_per_gpu(
         for cpus, expected in ((1, 0), (2, 2), (3, 3), (16, 4)):
             monkeypatch.setattr(workers_module, "_usable_cpus", lambda cpus=cpus: cpus)
             assert worker_count(recording, environ={}) == expected, cpus
+
+
+def _node(folder: Path, index: int) -> Path:
+    """Another node of the job: the same run, its own host, and a monotonic clock 7.3 s apart
+    from the previous node's (the job's clock is the first node's)."""
+    path = folder / f"node{index}.gpuwhy.db"
+    synthesize(path, hours=1 / 6, gpus=2, seed=7, start_ns=DEFAULT_START_NS + index * 7_300_000_123)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'hostname'", (json.dumps(f"n{index}"),))
+    db.close()
+    return path
+
+
+def test_a_jobs_nodes_are_aligned_by_workers_as_by_this_process(tmp_path: Path) -> None:
+    """Each node's GPUs read from its own file on its own clock, numbered as in the job."""
+    paths = [_node(tmp_path, k) for k in range(3)]
+    nodes = [Recording.open(path) for path in paths]
+    try:
+        merged = MergedRecording(nodes)
+        assert [offset for _, offset, _ in merged.parts()] == [0, -7_300_000_123, -14_600_000_246]
+        assert worker_count(merged, environ={ENV_VAR: "2"}) == 2
+        parallel, serial = _both_ways(merged, 2)  # type: ignore[arg-type]
+    finally:
+        for node in nodes:
+            node.close()
+    assert parallel == serial
+    assert [d.info.index for d in parallel.devices] == list(range(6))
+    util = parallel.phases["train"].gpu_util_pct or {}
+    assert sorted(util) == list(range(6))
+    assert sorted(k for k, pct in util.items() if pct < 5) == [1, 3, 5]  # each node's idle GPU

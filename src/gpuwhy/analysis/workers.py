@@ -10,6 +10,9 @@ while this process computes the statistics, and workers draw the GPUs' lanes whi
 draws the host's. On a machine with cores to spare, the report takes about as long as its
 longest part (bench/scale.py).
 
+A job's nodes (recording/merged.py) are shared out the same way: each node's GPUs are read
+from the node's own file, the windows moved onto its clock, and numbered as in the job.
+
 Spawned, not forked: a forked child would inherit this process's open SQLite connection, which
 SQLite forbids using across fork(), and forking a threaded process is unsafe. Each worker opens
 the file read-only itself, so only a complete recording (its writer closed it) is read this way:
@@ -23,17 +26,20 @@ report is the same either way, only slower.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing
 import os
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import Any, TypeVar
 
 from gpuwhy.analysis.alignment import GpuWindowStats, align_summaries
 from gpuwhy.analysis.intervals import Interval
+from gpuwhy.recording.merged import MergedRecording
 from gpuwhy.recording.reader import Recording
 
 ENV_VAR = "GPUWHY_WORKERS"
@@ -45,13 +51,15 @@ MAX_WORKERS = 8
 
 Alignment = dict[str, dict[int, GpuWindowStats]]
 Ticket = tuple[int, int]  # (worker, number of the function sent to it)
+T = TypeVar("T")
 
 
 def worker_count(recording: Any, environ: Mapping[str, str] = os.environ) -> int:
     """How many workers to help with `recording`'s report (0: none, all done here): one per
-    usable core up to one per GPU (at most MAX_WORKERS), for a long, complete recording of one
-    file (not several nodes' merged) on a machine of two cores or more."""
-    if not isinstance(recording, Recording) or not recording.complete:
+    usable core up to one per GPU (at most MAX_WORKERS), for a long, complete recording (of
+    one node or a job's nodes) on a machine of two cores or more."""
+    parts = _parts(recording)
+    if not parts or not recording.complete:
         return 0
     wanted = environ.get(ENV_VAR, "").strip()
     if wanted:
@@ -60,9 +68,20 @@ def worker_count(recording: Any, environ: Mapping[str, str] = os.environ) -> int
         except ValueError:
             return 0  # a bad value must not cost the report: all done here
     cpus = _usable_cpus()
-    if cpus < 2 or recording.rows_at_most("gpu") < MIN_GPU_SAMPLES:
+    if cpus < 2 or sum(node.rows_at_most("gpu") for node, _, _ in parts) < MIN_GPU_SAMPLES:
         return 0
-    return min(cpus, MAX_WORKERS, max(len(recording.sampled_devices()), 1))
+    gpus = sum(len(node.sampled_devices()) for node, _, _ in parts)
+    return min(cpus, MAX_WORKERS, max(gpus, 1))
+
+
+def _parts(recording: Any) -> list[tuple[Recording, int, int]]:
+    """The files a report reads, each as (recording, its clock's offset, its GPUs' index base):
+    one, or a job's nodes (recording/merged.py); none for anything else."""
+    if isinstance(recording, Recording):
+        return [(recording, 0, 0)]
+    if isinstance(recording, MergedRecording):
+        return recording.parts()
+    return []
 
 
 def _usable_cpus() -> int:
@@ -150,7 +169,7 @@ class Workers:
         self.count = 0
 
 
-def shares(items: Sequence[int], count: int) -> list[list[int]]:
+def shares(items: Sequence[T], count: int) -> list[list[T]]:
     """`items` dealt out to `count` workers (none left empty)."""
     return [list(items[k::count]) for k in range(count) if items[k::count]]
 
@@ -174,9 +193,13 @@ class Aligner:
         self._tickets = []  # answers to what was sent before are read and dropped
         if not self._workers.count:
             return
-        path = str(self._recording.path)
-        for devices in shares(self._recording.sampled_devices(), self._workers.count):
-            self._tickets.append(self._workers.submit(align_devices, path, windows, devices))
+        gpus = [
+            (str(node.path), offset, base, device)
+            for node, offset, base in _parts(self._recording)
+            for device in node.sampled_devices()
+        ]
+        for share in shares(gpus, self._workers.count):
+            self._tickets.append(self._workers.submit(align_gpus, windows, share))
 
     def result(self) -> Alignment:
         found = self._workers.results(self._tickets) if self._tickets else None
@@ -189,15 +212,27 @@ class Aligner:
         return {name: dict(sorted(by_device.items())) for name, by_device in merged.items()}
 
 
-def align_devices(
-    path: str, windows: Mapping[str, Sequence[Interval]], devices: Sequence[int]
+def align_gpus(
+    windows: Mapping[str, Sequence[Interval]], gpus: Sequence[tuple[str, int, int, int]]
 ) -> Alignment:
-    """In a worker: `align_summaries` of these GPUs of the recording at `path`."""
+    """In a worker: `align_summaries` of these GPUs, each (file, its clock's offset to the
+    windows' clock, the job's index of the file's GPU 0, the GPU in the file): a node's GPU
+    read on its own clock, numbered as in the job (recording/merged.py)."""
     found: Alignment = {name: {} for name in windows}
-    with Recording.open(path) as recording:
-        for device in devices:
-            for name, by_device in align_summaries(windows, recording, device).items():
-                found[name].update(by_device)
+    for path, group in itertools.groupby(gpus, key=lambda gpu: gpu[0]):
+        members = list(group)
+        offset, base = members[0][1], members[0][2]
+        local = {
+            name: [(start - offset, end - offset) for start, end in intervals]
+            for name, intervals in windows.items()
+        }
+        with Recording.open(path) as recording:
+            for *_, device in members:
+                for name, by_device in align_summaries(local, recording, device).items():
+                    found[name].update(
+                        (index + base, replace(stats, device=index + base))
+                        for index, stats in by_device.items()
+                    )
     return found
 
 

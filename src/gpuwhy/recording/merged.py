@@ -107,6 +107,14 @@ class MergedRecording:
         offset = self.clocks[k].offset_ns
         return bounds[0] + offset, bounds[1] + offset
 
+    def parts(self) -> list[tuple[Recording, int, int]]:
+        """(node's recording, its clock's offset to the job's in ns, the job's index of its
+        GPU 0) per node: a node read apart gives its part of the job's figures."""
+        return [
+            (node, clock.offset_ns, base)
+            for node, clock, base in zip(self.nodes, self.clocks, self._device_base, strict=True)
+        ]
+
     # ---- what the analysis reads -------------------------------------------------------
 
     @property
