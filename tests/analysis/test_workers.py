@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,14 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("workers") / "run.gpuwhy.db"
     synthesize(path, hours=1 / 3, gpus=4, seed=7)
     return path
+
+
+@pytest.fixture
+def workers() -> Iterator[Workers]:
+    """Two workers, stopped after the test."""
+    started = Workers(2)
+    yield started
+    started.close()
 
 
 def _windows(recording: Recording) -> dict[str, list[tuple[int, int]]]:
@@ -59,37 +67,31 @@ def _aligned_here(recording: Recording, windows: dict[str, list[tuple[int, int]]
     return aligner.result()
 
 
-def test_workers_align_exactly_as_this_process(synthetic: Path) -> None:
-    workers = Workers(2)
-    try:
-        with Recording.open(synthetic) as recording:
-            windows = _windows(recording)
-            aligner = Aligner(recording, workers)
-            aligner.start(windows)
-            by_workers = aligner.result()
-            assert workers.count == 2, "the workers failed and the alignment fell back"
-            expected = _aligned_here(recording, windows)
-    finally:
-        workers.close()
+def test_workers_align_exactly_as_this_process(synthetic: Path, workers: Workers) -> None:
+    with Recording.open(synthetic) as recording:
+        windows = _windows(recording)
+        aligner = Aligner(recording, workers)
+        aligner.start(windows)
+        by_workers = aligner.result()
+        assert workers.count == 2, "the workers failed and the alignment fell back"
+        expected = _aligned_here(recording, windows)
     assert by_workers == expected
     assert sorted(expected["train"]) == [0, 1, 2, 3]
     assert all(list(by_device) == sorted(by_device) for by_device in by_workers.values())
     assert expected["train"][2].samples > 0 and expected["validation"][2].samples > 0
 
 
-def test_a_restarted_alignment_answers_for_the_last_windows(synthetic: Path) -> None:
-    workers = Workers(2)
-    try:
-        with Recording.open(synthetic) as recording:
-            windows = _windows(recording)
-            aligner = Aligner(recording, workers)
-            aligner.start({"train": windows["validation"]})
-            aligner.start(windows)
-            got = aligner.result()
-            assert workers.count == 2
-            assert got == _aligned_here(recording, windows)
-    finally:
-        workers.close()
+def test_a_restarted_alignment_answers_for_the_last_windows(
+    synthetic: Path, workers: Workers
+) -> None:
+    with Recording.open(synthetic) as recording:
+        windows = _windows(recording)
+        aligner = Aligner(recording, workers)
+        aligner.start({"train": windows["validation"]})
+        aligner.start(windows)
+        got = aligner.result()
+        assert workers.count == 2
+        assert got == _aligned_here(recording, windows)
 
 
 def test_the_diagnosis_is_the_same_with_and_without_workers(
@@ -120,23 +122,17 @@ def test_a_phase_known_only_by_its_steps_is_aligned_over_its_steps(tmp_path: Pat
 
 
 def test_workers_that_cannot_read_the_file_leave_the_work_to_this_process(
-    synthetic: Path, tmp_path: Path
+    synthetic: Path, tmp_path: Path, workers: Workers
 ) -> None:
     moved = tmp_path / "moved.gpuwhy.db"
     moved.write_bytes(synthetic.read_bytes())
-    workers = Workers(2)
-    try:
-        with Recording.open(moved) as recording:
-            windows = _windows(recording)
-            expected = Aligner(recording, Workers(0))
-            expected.start(windows)
-            os.rename(moved, tmp_path / "elsewhere.gpuwhy.db")  # open here, gone for the workers
-            aligner = Aligner(recording, workers)
-            aligner.start(windows)
-            assert aligner.result() == expected.result()
-        assert workers.count == 0, "the failed workers were not given up"
-    finally:
-        workers.close()
+    with Recording.open(moved) as recording:
+        windows = _windows(recording)
+        os.rename(moved, tmp_path / "elsewhere.gpuwhy.db")  # open here, gone for the workers
+        aligner = Aligner(recording, workers)
+        aligner.start(windows)
+        assert aligner.result() == _aligned_here(recording, windows)
+    assert workers.count == 0, "the failed workers were not given up"
 
 
 def test_who_gets_workers(synthetic: Path, tmp_path: Path) -> None:
@@ -159,17 +155,15 @@ def test_who_gets_workers(synthetic: Path, tmp_path: Path) -> None:
         writer.close()
 
 
-def test_the_timeline_drawn_with_workers_is_the_one_drawn_here(synthetic: Path) -> None:
-    workers = Workers(2)
-    try:
-        with Recording.open(synthetic) as recording:
-            diagnosis = diagnose(recording)
-            # A small budget: a grid of stored tiers, which the workers draw from.
-            alone = timeline_data(diagnosis, recording, budget_bytes=150_000)
-            drawn = timeline_data(diagnosis, recording, budget_bytes=150_000, workers=workers)
-            assert workers.count == 2
-    finally:
-        workers.close()
+def test_the_timeline_drawn_with_workers_is_the_one_drawn_here(
+    synthetic: Path, workers: Workers
+) -> None:
+    with Recording.open(synthetic) as recording:
+        diagnosis = diagnose(recording)
+        # A small budget: a grid of stored tiers, which the workers draw from.
+        alone = timeline_data(diagnosis, recording, budget_bytes=150_000)
+        drawn = timeline_data(diagnosis, recording, budget_bytes=150_000, workers=workers)
+        assert workers.count == 2
     assert alone["tiers"][0]["bucket_s"] in (1, 2, 5, 10)  # whole seconds: stored tiers
     assert [lane["title"] for lane in drawn["gpu_lanes"]] == [
         lane["title"] for lane in alone["gpu_lanes"]
@@ -184,18 +178,14 @@ def test_the_timeline_drawn_with_workers_is_the_one_drawn_here(synthetic: Path) 
     ids=["a worker dies", "a function fails"],
 )
 def test_a_worker_that_dies_or_fails_gives_no_answer_and_stops_the_rest(
-    function: Callable[..., object], args: tuple[object, ...]
+    function: Callable[..., object], args: tuple[object, ...], workers: Workers
 ) -> None:
-    workers = Workers(2)
-    try:
-        good = workers.submit(sum, [1, 2, 3])
-        assert workers.results([good]) == [6]
-        bad = workers.submit(function, *args)
-        other = workers.submit(sum, [4])
-        assert workers.results([other, bad]) is None
-        assert workers.count == 0 and workers.submit(sum, [1]) is None
-    finally:
-        workers.close()
+    good = workers.submit(sum, [1, 2, 3])
+    assert workers.results([good]) == [6]
+    bad = workers.submit(function, *args)
+    other = workers.submit(sum, [4])
+    assert workers.results([other, bad]) is None
+    assert workers.count == 0 and workers.submit(sum, [1]) is None
 
 
 def test_a_long_recording_gets_a_worker_per_core_up_to_one_per_gpu(
