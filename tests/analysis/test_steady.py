@@ -145,6 +145,22 @@ def test_a_later_round_s_wait_for_its_input_to_end_does_not_hide_a_cold_round() 
     assert train.cold_round_steps == 20 and train.input_end_s == pytest.approx(0.075)
 
 
+def test_a_later_round_s_start_up_wait_does_not_hide_a_cold_round() -> None:
+    # A cached epoch's first pull starts its iterator again (155 ms, seen under
+    # tests/scenarios/test_cold_round.py): a warm-up step, once per round; counted as its
+    # steps' wait, it tripled the later rounds' average and the filling epoch passed as steady.
+    spans, t = _round(0, [10.5] * 20, wait_ms=5.4)
+    later, t = _round(t, [160.0] + [5.4] * 19, wait_ms=0.5)
+    spans += later
+    spans.append(Span("train", SpanKind.WAIT, later[0].start_ns, later[0].start_ns + 155 * MS))
+    for _ in range(2):
+        later, t = _round(t, [5.4] * 20, wait_ms=0.5)
+        spans += later
+    train = phase_stats(spans, 0, t)["train"]
+    assert train.cold_round_steps == 20 and train.warmup_steps == 1
+    assert train.data_wait_fraction == pytest.approx(0.5 / 5.4)
+
+
 def test_a_first_round_waiting_a_sliver_of_its_steps_is_not_cold() -> None:
     # 5x the later rounds' wait, but 15 % of its step: under the highly input-bound line.
     spans, t = _round(0, [10.0] * 20, wait_ms=1.5)
