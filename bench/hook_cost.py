@@ -20,7 +20,7 @@ Each part runs in a child process of its own: one framework per process, Keras's
 per process, no hook state carried from one part to the next. Results go to
 bench/results/hook_cost.md with the machine and the date.
 
-    python bench/hook_cost.py [--pairs 20] [--quick] [--out FILE]
+    python bench/hook_cost.py [--pairs 20] [--quick] [--out FILE] [--python312 PYTHON]
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ ROOT = HERE.parent
 BATCH = 32
 RESULT = "RESULT "  # a child's last stdout line: this, then its JSON
 MAX_PAIRS = 1000
+PY312 = ROOT / ".venvs" / "py312-jax" / "bin" / "python"  # scripts/test-envs.sh makes it
 # Full / --quick sizes. Calls are per round for pure-Python hooks; framework calls take tens
 # of µs, so their loops make a tenth as many.
 ROUNDS = {False: 15, True: 3}
@@ -73,10 +74,12 @@ class Part:
     backend: str | None  # KERAS_BACKEND of the child
     needs: tuple[str, ...]  # modules it imports
     optional: bool  # left out of --quick
+    python312: bool = False  # run by --python312 (sys.monitoring), not this interpreter
 
 
 PARTS = (
     Part("hooks-python", None, (), False),
+    Part("hooks-generator", None, (), False, python312=True),
     Part("hooks-torch", None, ("torch",), False),
     Part("hooks-tensorflow", "tensorflow", ("tensorflow", "keras"), False),
     Part("job-torch", None, ("torch",), False),
@@ -201,6 +204,35 @@ def python_hooks(calls: int) -> list[Hook]:
         Hook("`tracker.begin_step` + `end_step` (one step)", _empty, step, calls),
         Hook("`tracker.count_sync` (in an open step)", _empty, sync, calls * 2),
     ]
+
+
+def generator_hooks(calls: int) -> list[Hook]:
+    """(f) a plain loop over a generator, its steps bounded as a torch optimizer step bounds
+    them (`tracker.boundary`), its reads found and timed by generator_pulls (Python 3.12+)."""
+    from gpuwhy.hooks import generator_pulls, tracker
+
+    def endless() -> Any:
+        yield from itertools.repeat(None)
+
+    def reads(n: int) -> Loop:
+        def loop() -> None:
+            for _ in itertools.islice(endless(), n):
+                pass
+
+        return loop
+
+    def stepped_reads(n: int) -> Loop:
+        generator_pulls.install()  # undone with the other hooks, by `auto.uninstall()`
+        boundary, clock = tracker.boundary, tracker.clock
+
+        def loop() -> None:
+            for _ in itertools.islice(endless(), n):
+                boundary(clock())
+
+        return loop
+
+    label = "a generator's read + `tracker.boundary` (a plain loop's step, Python 3.12)"
+    return [Hook(label, reads, stepped_reads, calls)]
 
 
 def torch_hooks(calls: int) -> list[Hook]:
@@ -384,6 +416,7 @@ def keras_job(steps: int) -> tuple[str, Loop]:
 
 HOOK_CHILDREN: dict[str, Callable[[int], list[Hook]]] = {
     "hooks-python": python_hooks,
+    "hooks-generator": generator_hooks,
     "hooks-torch": torch_hooks,
     "hooks-tensorflow": tensorflow_hooks,
 }
@@ -400,7 +433,8 @@ def child(name: str, pairs: int, quick: bool) -> dict[str, Any]:
 
         # Held back while a loop is timed: each flush() then delivers exactly that loop's records.
         emitter.FLUSH_INTERVAL_S = 3600.0
-        calls = CALLS[quick] if name == "hooks-python" else CALLS[quick] // 10
+        pure = name in ("hooks-python", "hooks-generator")
+        calls = CALLS[quick] if pure else CALLS[quick] // 10
         hooks = HOOK_CHILDREN[name](calls)
         return {"hooks": [measure_hook(hook, ROUNDS[quick]) for hook in hooks]}
     label, run = JOB_CHILDREN[name](STEPS[quick])
@@ -410,15 +444,22 @@ def child(name: str, pairs: int, quick: bool) -> dict[str, Any]:
 # ------------------------------------------------------------------------------- the parent
 
 
-def _run_part(part: Part, pairs: int, quick: bool) -> dict[str, Any]:
+def _run_part(part: Part, args: argparse.Namespace) -> dict[str, Any]:
     """Run one part in a child process and return what it measured; exits if it fails."""
+    pairs, quick = args.pairs, args.quick
     env = dict(os.environ)
     env.pop("GPUWHY_SOCKET", None)  # not a job under `gpuwhy run`, even if this bench is
     env["GPUWHY_BOOT"] = "0"  # no start-up hook: the child installs the hooks itself
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     if part.backend:
         env["KERAS_BACKEND"] = part.backend
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", part.child]
+    python = sys.executable
+    if part.python312:  # this gpuwhy, whatever that interpreter has installed
+        python = str(args.python312)
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")])
+        )
+    command = [python, str(Path(__file__).resolve()), "--child", part.child]
     command += ["--pairs", str(pairs), *(["--quick"] if quick else [])]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT)]
@@ -535,8 +576,11 @@ def parent(args: argparse.Namespace) -> int:
         if missing:
             notes.append(f"{name} not run: {missing} is not installed.")
             continue
+        if part.python312 and args.python312 is None:
+            notes.append(f"{name} not run: no Python 3.12 (give --python312).")
+            continue
         print(f"== {name}", flush=True)
-        found = _run_part(part, args.pairs, args.quick)
+        found = _run_part(part, args)
         hook_rows += found.get("hooks", [])
         jobs += [found["job"]] if "job" in found else []
     if args.quick:
@@ -556,6 +600,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pairs", type=int, help="bare/hooked pairs per job (20; --quick: 3)")
     parser.add_argument("--quick", action="store_true", help="a short run, to check it works")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "hook_cost.md")
+    parser.add_argument(
+        "--python312",
+        type=Path,
+        default=PY312 if PY312.exists() else None,
+        help=f"a Python 3.12 for the generator reads' hook (default {PY312.relative_to(ROOT)})",
+    )
     parser.add_argument("--child", choices=[*HOOK_CHILDREN, *JOB_CHILDREN], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.pairs is None:

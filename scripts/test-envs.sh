@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real framework environments that `gpuwhy doctor --python` is tested against (.venvs/NAME).
 # They are independent, so they are built concurrently (installs are mostly waiting on disk).
-#   bash scripts/test-envs.sh            all of them (bare, tf-cpu, torch-cpu, tf-conflict)
+#   bash scripts/test-envs.sh            all of them (bare, tf-cpu, torch-cpu, tf-conflict, py312-jax)
 #   bash scripts/test-envs.sh bare ...   only those named (`bare`: seconds, nothing installed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,16 +26,44 @@ make_conflict_env() {  # tensorflow-cpu and tensorflow in one environment: a rea
     touch .venvs/tf-conflict/.done
 }
 
+python312() {  # a Python 3.12 interpreter, if this machine has one (pyenv's, or on PATH)
+    local found
+    for found in "${PYTHON312:-}" "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python \
+        "$(command -v python3.12 || true)"; do
+        if [ -n "$found" ] && "$found" -c 'import sys; assert sys.version_info[:2] == (3, 12)' \
+            2>/dev/null; then
+            echo "$found"
+            return 0
+        fi
+    done
+    return 1
+}
+
+make_py312_env() {  # Python 3.12 (sys.monitoring) with JAX, Flax and Optax: plain JAX loops
+    [ -f .venvs/py312-jax/.done ] && return 0
+    local py
+    if ! py=$(python312); then  # tests/support.framework_env skips on the note, even in CI
+        mkdir -p .venvs/py312-jax
+        echo "no Python 3.12 on this machine (set PYTHON312)" > .venvs/py312-jax/.absent
+        echo "test-envs.sh: no Python 3.12 here: the tests that need it are skipped" >&2
+        return 0
+    fi
+    rm -f .venvs/py312-jax/.absent
+    PY=$py make_env py312-jax -c constraints-dev.txt 'jax==0.10.2' 'jaxlib==0.10.2' \
+        'flax==0.12.8' 'optax==0.2.8'
+}
+
 make_named() {
     case $1 in
         bare) make_env bare ;;
         tf-cpu) make_env tf-cpu 'tensorflow-cpu==2.21.0' ;;
         torch-cpu) make_env torch-cpu 'torch==2.13.0' ;;
         tf-conflict) make_conflict_env ;;
+        py312-jax) make_py312_env ;;
     esac
 }
 
-ALL=(bare tf-cpu torch-cpu tf-conflict)
+ALL=(bare tf-cpu torch-cpu tf-conflict py312-jax)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${ALL[@]}")
 for name in "${names[@]}"; do

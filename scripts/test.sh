@@ -15,8 +15,11 @@ fi
 parts=()
 [ -x .venv/bin/python ] || parts+=(venv)
 if [ "$fast" = 0 ]; then
-    for env in bare tf-cpu tf-conflict torch-cpu; do  # what scripts/test-envs.sh makes
-        if [ ! -f ".venvs/$env/.done" ]; then parts+=(test-envs); break; fi
+    for env in bare tf-cpu tf-conflict torch-cpu py312-jax; do  # what scripts/test-envs.sh makes
+        if [ ! -f ".venvs/$env/.done" ] && [ ! -f ".venvs/$env/.absent" ]; then
+            parts+=(test-envs)
+            break
+        fi
     done
     [ -d .venv/lib/python3*/site-packages/transformers ] 2>/dev/null || parts+=(zoo)
 fi

@@ -30,6 +30,7 @@ class Member:
     exit_code: int = 0
     gap: str | None = None  # what gpuwhy does not see on this job, said plainly
     results: str = "final "  # the job's lines that give its results (same bare and watched)
+    interpreter: str | None = None  # a test environment (scripts/test-envs.sh) that runs it
 
     @property
     def path(self) -> Path:
@@ -117,8 +118,8 @@ MEMBERS = (
         {"train": None},
         args=("--input", "generator"),
         needs=("torch",),
-        gap="steps from optimizer steps; the generator's reads are not timed (wrap it in "
-        "gpuwhy.iterate)",
+        gap="steps from optimizer steps; on Python 3.11 the generator's reads are not timed "
+        "(3.12 and later time them; or wrap it in gpuwhy.iterate)",
     ),
     Member(
         "PyTorch, gradient accumulation (4 batches a step)",
@@ -233,7 +234,27 @@ MEMBERS = (
         {"train": None},
         args=("--input", "numpy"),
         needs=("flax", "optax"),
-        gap="steps from the compiled train step's calls; the generator's reads are not timed "
-        "(wrap it in gpuwhy.iterate)",
+        gap="steps from the compiled train step's calls; on Python 3.11 the generator's reads "
+        "are not timed (3.12 and later time them; or wrap it in gpuwhy.iterate)",
+    ),
+    Member(  # from Python 3.12 the generator's reads are timed (hooks/generator_pulls.py)
+        "Flax/Optax loop over NumPy batches, Python 3.12",
+        "flax_optax.py",
+        "jax",
+        {"train": 31},
+        {"train": False},
+        args=("--input", "numpy"),
+        needs=("jax", "flax", "optax"),
+        interpreter="py312-jax",
+    ),
+    Member(
+        "Flax/Optax loop over a generator reading slowly, Python 3.12",
+        "flax_optax.py",
+        "jax",
+        {"train": 31},
+        {"train": True},
+        args=("--input", "numpy", "--read-ms", "3"),
+        needs=("jax", "flax", "optax"),
+        interpreter="py312-jax",
     ),
 )

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from support import framework_env
 from zoo.members import MEMBERS, Member
 
 pytestmark = pytest.mark.slow
@@ -33,6 +34,8 @@ PHASE_KIND = "phase"
 
 
 def _needs(member: Member) -> None:
+    if member.interpreter:  # its own environment holds them (framework_env checks it)
+        return
     missing = [name for name in member.needs if importlib.util.find_spec(name) is None]
     if not missing:
         return
@@ -62,7 +65,23 @@ def _results(out: str, prefix: str) -> list[str]:
     return [line for line in out.splitlines() if line.startswith(prefix)]
 
 
+_VERSIONS = """
+import importlib.metadata as m, json, platform, sys
+found = {"python": platform.python_version()}
+for name in sys.argv[1:]:
+    try:
+        found[name] = m.version(name)
+    except m.PackageNotFoundError:
+        found[name] = "?"
+print(json.dumps(found))
+"""
+
+
 def _versions(member: Member) -> dict[str, str]:
+    if member.interpreter:  # asked of the interpreter that ran the job
+        python = framework_env(member.interpreter)
+        out = subprocess.check_output([python, "-c", _VERSIONS, *member.needs], text=True)
+        return dict(json.loads(out))
     found = {}
     for name in member.needs:
         try:
@@ -79,7 +98,8 @@ def test_gpuwhy_is_right_on_a_real_world_job(index: int, tmp_path: Path) -> None
     member = MEMBERS[index]
     _needs(member)
     env = {**os.environ, **member.env}
-    job = member.command(sys.executable)
+    python = str(framework_env(member.interpreter)) if member.interpreter else sys.executable
+    job = member.command(python)
     report_path = tmp_path / "report.json"
     # Side by side (the machine's two cores): the bare run only gives the job's own results.
     bare_process = _start(job, tmp_path / "bare", env)

@@ -49,6 +49,7 @@ OVERLAP = 4  # later pulls of an execution overlap the previous step's compute
 EXPECT_DONE = 8  # DONE records will come for this loop's executions
 LAST = 16  # the step was ended by its phase or epoch ending, not by the next step beginning
 END_PULL = 32  # its last PULL found the data's end: a wait of the loop, not another step
+SRC_BESIDE = 64  # pulls arrive as PULL records, but steps are counted apart (optimizer steps)
 
 # PULL busy bits: a non-blocking readiness check of the previous execution's results, taken
 # when the pull was requested and when it was delivered (JAX `is_ready`, a CUDA event query).
@@ -202,7 +203,7 @@ class Attributor:
         measured = bool(mode & (SRC_HOST | SRC_GRAPH))
         if measured and not pulls:
             return []  # the loop asked for data and got none: the end of the data, not a step
-        steps = len(pulls) if pulls else hint
+        steps = len(pulls) if pulls and not mode & SRC_BESIDE else hint
         done = self._done.get(exec_id)
         if mode & LAST and done is not None and start < done < end:
             end = done  # the loop's last step ends with its results, not with epoch-end work
@@ -223,7 +224,7 @@ class Attributor:
             return out
         delivered = pulls[-1][1]
         wait_start = delivered - wait_ns
-        out.append(Span(phase, SpanKind.WAIT, wait_start, delivered, index, len(pulls), pid))
+        out.append(Span(phase, SpanKind.WAIT, wait_start, delivered, index, steps, pid))
         return out
 
     def _exposed_wait(

@@ -23,6 +23,7 @@ from gpuwhy.hooks import (
     backend_window,
     emitter,
     framework_hooks,
+    generator_pulls,
     jax_steps,
     keras_patches,
     lightning_hooks,
@@ -57,6 +58,7 @@ def _patch_module(name: str, module: ModuleType) -> None:
         backend_window.follow_plain_loops("tensorflow")
     elif name == "torch":
         framework_hooks.install_torch()
+        generator_pulls.install()  # optimizer steps bound a plain loop's steps
     elif name == "transformers.trainer":
         transformers_hooks.install(module)
     elif name == "accelerate.data_loader":
@@ -66,6 +68,7 @@ def _patch_module(name: str, module: ModuleType) -> None:
     elif name == "jax":
         sync_counting.install_jax()
         jax_steps.install()
+        generator_pulls.install()  # compiled train steps bound a plain loop's steps
         backend_window.follow_plain_loops("jax")
 
 
@@ -195,3 +198,4 @@ def uninstall() -> None:
         sys.meta_path.remove(_finder)
     _finder = None
     patching.undo_all()
+    generator_pulls.uninstall()

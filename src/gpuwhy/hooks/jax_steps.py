@@ -17,8 +17,8 @@ while it is traced. So:
   is an evaluation: that span becomes a "validation" phase (`tracker.model_mode`), as a torch
   model's `.eval()` ... `.train()` does. A helper called once a step is not one.
 
-Reads of the generator are not timed: the steps have no data wait (wrap the batches in
-`gpuwhy.iterate` for it).
+Reads of the generator are timed by generator_pulls.py on Python 3.12 and later; before,
+the steps have no data wait (wrap the batches in `gpuwhy.iterate` for it).
 """
 
 from __future__ import annotations

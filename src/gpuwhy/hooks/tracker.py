@@ -35,7 +35,16 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuwhy.hooks import emitter
-from gpuwhy.hooks.attribution import END_PULL, LAST, PHASE, PULL, SRC_HOST, STEP, SYNC
+from gpuwhy.hooks.attribution import (
+    END_PULL,
+    LAST,
+    PHASE,
+    PULL,
+    SRC_BESIDE,
+    SRC_HOST,
+    STEP,
+    SYNC,
+)
 
 DEFAULT_PHASE = "train"
 CREATED_ATTR = "_gpuwhy_created_ns"
@@ -49,6 +58,11 @@ clock: Callable[[], int] = time.monotonic_ns
 on_step_closed: list[Callable[[str, int, int], None]] = []
 """Each is given (phase, steps, end ns) of every closed step: `gpuwhy try` (try_fixes.py), which
 may stop the job there, and `gpuwhy run --profile` over a plain loop (backend_window.py)."""
+
+on_unfed_step: list[Callable[[], None]] = []
+"""Each is called, in the loop's thread, at a step boundary of a loop only optimizer steps
+bound, when the step that ended read no timed input: generator_pulls.py looks for the loop's
+generator."""
 
 before_finalize: list[Callable[[int], None]] = []
 """Each is given the exit time first, to close what only it knows the end of: a JAX evaluation
@@ -363,10 +377,17 @@ def boundary(t: int) -> None:
     st.eval_at = None  # an optimizer step since `.eval()`: that was no evaluation
     if not _steps_by_optimizer(st):
         return
+    unfed = st.step is not None and not st.step.pulls
     close_step(st, t, last=False)
     step = _open(st, t)
     step.begun = True
     step.expected = None
+    if unfed:
+        for hook in on_unfed_step:
+            try:
+                hook()
+            except Exception as error:  # never into the user's loop
+                emitter.report_once("step.hook", f"a step hook failed: {error!r}")
 
 
 def model_mode(training: bool, t: int) -> None:
@@ -428,6 +449,19 @@ def pull(
         _owned_pull(st, request_ns, delivery_ns, ok, busy)
     else:
         _auto_pull(st, source, request_ns, delivery_ns, ok, busy)
+
+
+def generator_pull(request_ns: int, delivery_ns: int) -> None:
+    """A read of a plain loop's own generator (generator_pulls.py) where only optimizer steps
+    bound the steps: a wait of the open step, not a step of its own (a step may read several
+    batches, as gradient accumulation does)."""
+    st = state()
+    step = st.step
+    if step is None or st.mute or st.in_pull or not _steps_by_optimizer(st):
+        return
+    step.pulls += 1
+    step.mode |= SRC_BESIDE
+    emitter.emit((PULL, step.exec_id, request_ns, delivery_ns, 0))
 
 
 def _owned_pull(st: ThreadState, r: int, d: int, ok: bool, busy: int = 0) -> None:

@@ -3,7 +3,8 @@ optimizer, a `jax.jit` train step, batches from
 
     --input tfdata   a tf.data pipeline with a slow map (3 ms a batch) read through
                      `as_numpy_iterator()`, as the Flax examples feed their loops
-    --input numpy    a Python generator slicing NumPy arrays
+    --input numpy    a Python generator slicing NumPy arrays; `--read-ms MS` makes it read
+                     each batch that long (a sleep standing for storage)
 
 Prints the final loss.
 """
@@ -29,8 +30,12 @@ class MLP(nn.Module):
         return nn.Dense(2)(nn.relu(nn.Dense(32)(x)))
 
 
-def numpy_batches(x: np.ndarray, y: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def numpy_batches(
+    x: np.ndarray, y: np.ndarray, read_s: float = 0.0
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     for first in range(0, len(x), BATCH):
+        if read_s:
+            time.sleep(read_s)
         yield x[first : first + BATCH], y[first : first + BATCH]
 
 
@@ -52,6 +57,7 @@ def tfdata_batches(x: np.ndarray, y: np.ndarray) -> Iterator[tuple[np.ndarray, n
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--input", choices=("tfdata", "numpy"), required=True)
+    parser.add_argument("--read-ms", type=float, default=0.0)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     x = rng.random((SAMPLES, 16), dtype=np.float32)
@@ -71,10 +77,11 @@ def main() -> None:
         updates, opt_state = optimizer.update(grads, opt_state)
         return optax.apply_updates(params, updates), opt_state, loss
 
-    make = tfdata_batches if args.input == "tfdata" else numpy_batches
+    read_s = args.read_ms / 1000
     loss = jnp.float32(0.0)
     for _ in range(EPOCHS):
-        for features, labels in make(x, y):
+        batches = tfdata_batches(x, y) if args.input == "tfdata" else numpy_batches(x, y, read_s)
+        for features, labels in batches:
             params, opt_state, loss = train_step(params, opt_state, features, labels)
     print(f"final loss {float(loss):.6f}")
 

@@ -1,0 +1,248 @@
+"""Reads of a plain loop's own generator, timed where nothing else times the loop's input.
+
+A loop over a Python generator of batches (`for x, y in batches(...):`) pulls from nothing
+gpuwhy wraps: its steps are bounded by torch optimizer steps or JAX compiled train steps
+(`tracker.boundary`) and their data wait is unknown. On Python 3.12 and later,
+`sys.monitoring` can watch one function's code alone, so:
+
+- once such a step ended with no timed pull, the generators the loop resumes are looked
+  for: for at most ``SEARCH_STEPS`` steps, every `yield` of the loop's thread is seen
+  (a global event, a callback each: generators are few). The loop's input is the first
+  generator, not the frameworks' own, that such a frame (the loop, or a function around it,
+  on the stack at the step boundary) resumed for its next item: by a `for` over it (directly
+  or through `enumerate`, `zip`...) or by `next()` — not a generator expression a call
+  consumes (`sum(p.numel() for p in ...)`);
+- from then on only that generator function's code is watched (local events): each resume to
+  the next `yield` (or its end), in the loop's thread and from the same loop, is a read of the
+  batch, a wait of the open step (`tracker.generator_pull`). Outer generators wrap inner ones
+  (`tqdm(batches())`): the outer one, resumed by the loop, times them all. A few microseconds
+  a read; code elsewhere runs unwatched.
+
+Not found (the loop reads a list, an iterator class, or runs on Python 3.11): nothing is
+watched, and the wait stays unknown, as before.
+"""
+
+from __future__ import annotations
+
+import opcode
+import os
+import sys
+import threading
+from types import CodeType, FrameType
+from typing import Any
+
+from gpuwhy.hooks import emitter, tracker
+
+SEARCH_STEPS = 3
+"""Steps the search lasts; a loop that resumes no generator in that time reads none."""
+
+# sys.monitoring's unassigned tool ids (0 debugger, 1 coverage, 2 profiler, 5 optimizer).
+_TOOL_IDS = (4, 3)
+_FRAMEWORKS = ("torch", "jax", "jaxlib", "flax", "optax", "gpuwhy")  # their code is no loop
+_STACK_DEPTH = 64
+_GENERATOR = 0x20  # inspect.CO_GENERATOR
+_FOR_ITER, _CALL, _CACHE = opcode.opmap["FOR_ITER"], opcode.opmap["CALL"], opcode.opmap["CACHE"]
+
+
+class _Watch:
+    """The search's and the watch's state (one loop per process)."""
+
+    def __init__(self) -> None:
+        self.tool: int | None = None
+        self.thread = 0  # the loop's thread
+        self.searching = 0  # steps searched so far (0: no search running)
+        self.done = False  # found, given up, or unavailable
+        self.around: set[CodeType] = set()  # code on the stack at the boundary (the search)
+        self.excluded: tuple[str, ...] = ()  # the frameworks' folders (the search)
+        self.loop: CodeType | None = None  # the code whose frame resumes the generator
+        self.generator: CodeType | None = None  # the generator function's code, watched
+        self.reading: tuple[int, int] | None = None  # (id of the generator's frame, request)
+
+
+_watch = _Watch()
+
+
+def available() -> bool:
+    return sys.version_info >= (3, 12)
+
+
+def install() -> None:
+    """Look for a plain loop's generator once its steps show no timed read."""
+    if available() and _unfed_step not in tracker.on_unfed_step:
+        tracker.on_unfed_step.append(_unfed_step)
+
+
+def uninstall() -> None:
+    """Stop looking and watching; a later `install()` starts afresh."""
+    global _watch
+    if _unfed_step in tracker.on_unfed_step:
+        tracker.on_unfed_step.remove(_unfed_step)
+    watch, _watch = _watch, _Watch()
+    _release(watch)
+
+
+def _unfed_step() -> None:
+    """A step bounded by an optimizer or compiled step ended without a timed read."""
+    watch = _watch
+    if watch.done:
+        return
+    if watch.searching:
+        watch.searching += 1
+        if watch.searching > SEARCH_STEPS:
+            _stop_search(found=False)
+        return
+    _start_search(sys._getframe(1))
+
+
+def _start_search(frame: FrameType | None) -> None:
+    if sys.version_info < (3, 12):
+        return
+    monitoring = sys.monitoring
+    watch = _watch
+    for tool in _TOOL_IDS:
+        try:
+            monitoring.use_tool_id(tool, "gpuwhy")
+        except ValueError:  # taken by another tool
+            continue
+        watch.tool = tool
+        break
+    else:
+        watch.done = True
+        return
+    excluded = watch.excluded = _framework_dirs()
+    for _ in range(_STACK_DEPTH):
+        if frame is None:
+            break
+        if not frame.f_code.co_filename.startswith(excluded):
+            watch.around.add(frame.f_code)
+        frame = frame.f_back
+    watch.thread = threading.get_ident()
+    watch.searching = 1
+    events = monitoring.events
+    monitoring.register_callback(watch.tool, events.PY_YIELD, _seen_yield)
+    monitoring.set_events(watch.tool, events.PY_YIELD)
+
+
+def _framework_dirs() -> tuple[str, ...]:
+    dirs = []
+    for name in _FRAMEWORKS:
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path:
+            dirs.append(os.path.dirname(path) + os.sep)
+    return tuple(dirs) or (os.sep + "\0",)  # startswith(()) would be False: keep a tuple
+
+
+def _seen_yield(code: CodeType, offset: int, value: object) -> Any:
+    """Search: a `yield` anywhere. The loop's generator yields to a frame around the step."""
+    watch = _watch
+    if watch.searching == 0 or threading.get_ident() != watch.thread:
+        return None
+    if not code.co_flags & _GENERATOR or code.co_filename.startswith(watch.excluded):
+        return None
+    back = sys._getframe(1).f_back
+    if back is None or back.f_code not in watch.around or not _takes_next(back, code):
+        return None
+    watch.loop = back.f_code
+    _stop_search(found=True, generator=code)
+    return None
+
+
+def _takes_next(frame: FrameType, generator: CodeType) -> bool:
+    """Whether `frame` resumed `generator` for its next item: its instruction now is a `for`
+    (FOR_ITER; a specialised one stands on its inline cache) or a call of `next()`, not a
+    call that consumes a generator expression."""
+    code, at = frame.f_code.co_code, frame.f_lasti
+    while 0 < at < len(code) and code[at] == _CACHE:
+        at -= 2
+    if not 0 <= at < len(code):
+        return False
+    return code[at] == _FOR_ITER or (code[at] == _CALL and generator.co_name != "<genexpr>")
+
+
+def _stop_search(*, found: bool, generator: CodeType | None = None) -> None:
+    if sys.version_info < (3, 12):
+        return
+    monitoring = sys.monitoring
+    watch = _watch
+    tool = watch.tool
+    watch.searching = 0
+    watch.done = True
+    watch.around = set()
+    if tool is None:
+        return
+    try:
+        monitoring.set_events(tool, 0)
+        monitoring.register_callback(tool, monitoring.events.PY_YIELD, None)
+        if not found or generator is None:
+            _release(watch)
+            return
+        watch.generator = generator
+        events = monitoring.events
+        monitoring.register_callback(tool, events.PY_START, _resumed)
+        monitoring.register_callback(tool, events.PY_RESUME, _resumed)
+        monitoring.register_callback(tool, events.PY_YIELD, _delivered)
+        monitoring.register_callback(tool, events.PY_RETURN, _delivered)
+        monitoring.set_local_events(
+            tool,
+            generator,
+            events.PY_START | events.PY_RESUME | events.PY_YIELD | events.PY_RETURN,
+        )
+    except Exception as error:  # never into the user's loop
+        emitter.report_once("generator", f"generator read hook failed: {error!r}")
+
+
+def _resumed(code: CodeType, offset: int) -> Any:
+    """The loop asked its generator for the next batch (or started it)."""
+    watch = _watch
+    if threading.get_ident() != watch.thread:
+        return None
+    frame = sys._getframe(1)
+    back = frame.f_back
+    if back is not None and back.f_code is watch.loop:
+        watch.reading = (id(frame), tracker.clock())
+    return None
+
+
+def _delivered(code: CodeType, offset: int, value: object) -> Any:
+    """The generator gave the batch (or ended): the read is over."""
+    watch = _watch
+    reading = watch.reading
+    if reading is None or threading.get_ident() != watch.thread:
+        return None
+    if reading[0] != id(sys._getframe(1)):
+        return None  # a nested use of the same generator function
+    watch.reading = None
+    try:
+        tracker.generator_pull(reading[1], tracker.clock())
+    except Exception as error:  # never into the user's loop
+        emitter.report_once("generator", f"generator read hook failed: {error!r}")
+    return None
+
+
+def _release(watch: _Watch) -> None:
+    """Watch nothing more and give the tool id back."""
+    tool, watch.tool = watch.tool, None
+    if tool is None or sys.version_info < (3, 12):
+        return
+    monitoring = sys.monitoring
+    monitoring.set_events(tool, 0)
+    if watch.generator is not None:
+        monitoring.set_local_events(tool, watch.generator, 0)
+    events = monitoring.events
+    for event in (events.PY_START, events.PY_RESUME, events.PY_YIELD, events.PY_RETURN):
+        monitoring.register_callback(tool, event, None)
+    monitoring.free_tool_id(tool)
+
+
+def _forget_after_fork() -> None:
+    """A forked child (a loader worker) runs no loop of its own: nothing is watched there."""
+    global _watch
+    watch, _watch = _watch, _Watch()
+    _watch.done = True
+    try:
+        _release(watch)
+    except Exception as error:  # never into the child's start
+        emitter.report_once("generator", f"generator read hook failed: {error!r}")
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)

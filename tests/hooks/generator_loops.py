@@ -1,0 +1,90 @@
+"""Plain loops over generators, run by tests/hooks/test_generator_pulls.py on Python 3.12+.
+
+Steps are bounded by `tracker.boundary`, the call a torch optimizer step or a JAX compiled train
+step makes (framework_hooks.py, jax_steps.py); the loop's reads are found and timed by
+generator_pulls.py through `sys.monitoring`. Prints one JSON line: the spans the emitter
+delivered (kind, start, end, steps) and whether gpuwhy still holds a monitoring tool id.
+
+    python generator_loops.py SHAPE     loop | accumulate | list | wrapped | thread | taken |
+                                        counted | stepwise
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator
+
+from gpuwhy.hooks import emitter, generator_pulls, tracker
+from gpuwhy.model import Span
+
+READ_S, COMPUTE_S, BATCHES, EPOCHS = 0.005, 0.002, 10, 2
+
+
+def batches(count: int, read_s: float = READ_S) -> Iterator[int]:
+    for index in range(count):
+        time.sleep(read_s)  # storage
+        yield index
+
+
+def progress(items: Iterable[int], bar: list[int]) -> Iterator[int]:
+    """A progress bar's wrapper, as tqdm's `__iter__` is: a generator around the input that
+    counts what passed."""
+    for item in items:
+        bar[0] += 1
+        yield item
+
+
+def optimizer_step() -> None:
+    time.sleep(COMPUTE_S)
+    tracker.boundary(tracker.clock())
+
+
+def loop(shape: str) -> None:
+    for _ in range(EPOCHS):
+        if shape == "accumulate":
+            source: Iterable[int] = batches(4 * BATCHES, READ_S / 4)
+        elif shape == "list":
+            source = list(range(BATCHES))
+        elif shape == "wrapped":
+            source = progress(batches(BATCHES), [0])
+        else:
+            source = batches(BATCHES)
+        if shape == "stepwise":  # a loop of steps that asks for each batch: `next(iterator)`
+            for _ in range(BATCHES):
+                next(source)  # type: ignore[call-overload]
+                optimizer_step()
+            continue
+        for index in source:
+            if shape != "accumulate" or index % 4 == 3:
+                optimizer_step()
+            if shape == "counted":  # sums a generator expression after each step: no input
+                assert sum(1 for _ in range(3)) == 3
+
+
+def main() -> None:
+    shape = sys.argv[1]
+    delivered: list[Span] = []
+    emitter.configure(lambda batch: delivered.extend(s for s in batch if isinstance(s, Span)))
+    if shape == "taken":  # another tool (a debugger, a profiler) holds both free ids
+        for tool in (3, 4):
+            sys.monitoring.use_tool_id(tool, "another tool")
+    generator_pulls.install()
+    other = None
+    if shape == "thread":  # the same generator function, read by a thread that is no loop
+        other = threading.Thread(target=lambda: sum(batches(3 * BATCHES, READ_S * 2)))
+        other.start()
+    loop(shape)
+    if other is not None:
+        other.join()
+    tracker.finalize(tracker.clock())
+    emitter.flush(5.0)
+    held = [tool for tool in range(6) if sys.monitoring.get_tool(tool) == "gpuwhy"]
+    spans = [(s.kind.name, s.start_ns, s.end_ns, s.steps) for s in delivered]
+    print(json.dumps({"spans": sorted(spans, key=lambda s: s[1]), "held": held}))
+
+
+if __name__ == "__main__":
+    main()
