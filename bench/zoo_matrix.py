@@ -94,6 +94,7 @@ def main() -> int:
         if args.select:
             command += ["-k", args.select]
         env = {**os.environ, "GPUWHY_ZOO_RESULTS": folder}
+        env.setdefault("GPUWHY_TEST_ENVS", str(ROOT / ".venvs"))  # scripts/test-envs.sh's
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
         results = [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))]
     failed = [
