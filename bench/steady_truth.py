@@ -1,8 +1,9 @@
 """The steady-state family: gpuwhy's data-wait share and `phase_speedup` against measured truth.
 
 Each member is one run of tests/scenarios/scripts/steady_sweep.py: a training loop (Keras `fit`,
-a `GradientTape` loop, a PyTorch loop) over an input pipeline of a given kind and delay per batch
-(serial, prefetched, parallel, a generator, DataLoader workers), trained in alternated rounds as
+a `GradientTape` loop, a PyTorch loop, a JAX loop whose step is dispatched asynchronously) over an
+input pipeline of a given kind and delay per batch (serial, prefetched, parallel, a generator,
+DataLoader workers), trained in alternated rounds as
 built, with its input made free, and as built under gpuwhy's hooks. Truth comes from the job's
 own clock over its steady steps; gpuwhy's figures from its analysis of every span of the hooked
 run. Targets (the issue's): data-wait share within 0.05, `phase_speedup` within 15 %.
@@ -34,14 +35,17 @@ DOC = ROOT / "docs" / "data-wait.md"
 BEGIN, END = "<!-- steady-truth:begin -->", "<!-- steady-truth:end -->"
 SHARE_TOLERANCE = 0.05
 SPEEDUP_TOLERANCE = 0.15
+PY312 = ROOT / ".venvs" / "py312-jax" / "bin" / "python"  # scripts/test-envs.sh makes it
 
 
 @dataclass(frozen=True)
 class Member:
-    loop: str  # fit, tape, torch
-    input: str  # map, prefetch, parallel, generator, loader0, loader2
+    loop: str  # fit, tape, torch, jax
+    input: str  # map, prefetch, parallel, generator, numpy, loader0, loader2
     delay_ms: float
     what: str
+    width: int = 512  # hidden units: the compute
+    python312: bool = False  # run by Python 3.12 (a plain generator's reads are timed there)
 
     @property
     def name(self) -> str:
@@ -61,6 +65,13 @@ FAMILY = (
     Member("torch", "loader0", 10, "PyTorch, `DataLoader(num_workers=0)`"),
     Member("torch", "loader0", 3, "PyTorch, a short `num_workers=0` load"),
     Member("torch", "loader2", 10, "PyTorch, two persistent workers"),
+    # A 6-7 ms step dispatched while the loop reads: reads shorter than it are hidden.
+    Member(
+        "jax", "generator", 5, "JAX loop over a generator, reads hidden by a 6 ms step", 2048, True
+    ),
+    Member("jax", "generator", 20, "JAX loop over a generator, a 6 ms step", 2048, True),
+    Member("jax", "numpy", 5, "JAX loop over `as_numpy_iterator()`, reads hidden", 2048),
+    Member("jax", "numpy", 20, "JAX loop over `as_numpy_iterator()`, a 6 ms step", 2048),
 )
 BY_NAME = {member.name: member for member in FAMILY}
 
@@ -72,8 +83,10 @@ def measure(member: Member, rounds: int) -> dict[str, Any]:
         PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests" / "analysis")]),
         TF_CPP_MIN_LOG_LEVEL="3",
     )
+    if member.python312 and not PY312.exists():
+        raise RuntimeError(f"{member.name}: no {PY312} (scripts/test-envs.sh py312-jax)")
     command = [
-        sys.executable,
+        str(PY312) if member.python312 else sys.executable,
         str(JOB),
         member.loop,
         member.input,
@@ -81,6 +94,8 @@ def measure(member: Member, rounds: int) -> dict[str, Any]:
         str(member.delay_ms),
         "--rounds",
         str(rounds),
+        "--width",
+        str(member.width),
     ]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
     if done.returncode != 0:

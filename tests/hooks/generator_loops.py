@@ -6,7 +6,7 @@ generator_pulls.py through `sys.monitoring`. Prints one JSON line: the spans the
 delivered (kind, start, end, steps) and whether gpuwhy still holds a monitoring tool id.
 
     python generator_loops.py SHAPE     loop | accumulate | list | wrapped | thread | taken |
-                                        counted | stepwise
+                                        counted | stepwise | late
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ def optimizer_step() -> None:
 
 
 def loop(shape: str) -> None:
+    if shape == "late":  # steps before the loop reads anything (warm-up calls of the step)
+        for _ in range(6):
+            optimizer_step()
     for _ in range(EPOCHS):
         if shape == "accumulate":
             source: Iterable[int] = batches(4 * BATCHES, READ_S / 4)

@@ -84,6 +84,16 @@ def test_a_step_reading_several_batches_is_still_one_step() -> None:
     assert 0.75 * READ_MS <= _ms(waits[0]) < READ_MS
 
 
+def test_a_loop_that_reads_only_after_some_steps_is_found_later() -> None:
+    # Six steps read nothing (the search of three steps finds no generator), then the loop
+    # begins: the search comes again after eight more unfed steps and finds it.
+    spans, held = run_loops("late")
+    steps, waits = _of(spans, "STEP"), _of(spans, "WAIT")
+    assert len(steps) == STEPS + 6 and held == [4]
+    assert len(waits) >= 8, [_ms(w) for w in waits]
+    _covers_the_reads_only(steps[-len(waits) :], waits)
+
+
 def test_a_loop_over_a_list_is_left_unwatched() -> None:
     spans, held = run_loops("list")
     assert len(_of(spans, "STEP")) == STEPS and not _of(spans, "WAIT")

@@ -18,6 +18,11 @@ input as built, with the input made free, and as built under gpuwhy's hooks. Two
   gpuwhy 0.50); it is held to 0.15 and 30 %, which still fails an analysis that loses the wait
   (a share of 0.3 against 0.6) but not the machine's mood. The 10 ms members moved by up to
   0.16 and 33 % from run to run and are the bench's to measure, not a merge's to gate.
+  A JAX loop whose reads the dispatched step hides (5 ms reads of a generator beside a 6-7 ms
+  step) has no such cost to miss: the truth is "no gain" (−0.07 to +0.02 measured), and the
+  targets hold (gpuwhy said 0.80 and 4.96x there before it waited for the step's end). The same
+  loop over tf.data's `as_numpy_iterator()` is the bench's only: tf.data's threads and the step
+  share two cores, and its truth moved from 0.02 to 0.20 between two runs of one hour.
 
 A member that misses is measured once more (a busy machine moves a 3-round median); it fails if
 the second measurement misses too.
@@ -30,20 +35,26 @@ from typing import Any
 
 import pytest
 
-from support import ROOT
+from support import ROOT, framework_env
 
 sys.path.insert(0, str(ROOT / "bench"))
-from steady_truth import BY_NAME, SHARE_TOLERANCE, measure, misses
+from steady_truth import BY_NAME, SHARE_TOLERANCE, SPEEDUP_TOLERANCE, measure, misses
 
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
 ROUNDS = 3
-TRUTH_BOUNDS = {"fit-map-3": (0.15, 0.30)}
+TRUTH_BOUNDS = {
+    "fit-map-3": (0.15, 0.30),
+    "jax-generator-5": (SHARE_TOLERANCE, SPEEDUP_TOLERANCE),
+}
 OWN_CLOCK = ("tape-map-3", "tape-generator-10", "torch-loader0-10")
 
 
 def _measure(name: str, check: Any, record_property: Any) -> None:
     member = BY_NAME[name]
-    pytest.importorskip("torch" if member.loop == "torch" else "tensorflow")
+    if member.python312:
+        framework_env("py312-jax")  # the interpreter the member runs on
+    else:
+        pytest.importorskip("torch" if member.loop == "torch" else "tensorflow")
     for attempt in (1, 2):
         result = measure(member, ROUNDS)
         own = "–" if result["blocked"] is None else f"{result['blocked']:.3f}"

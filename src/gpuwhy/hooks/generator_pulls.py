@@ -6,7 +6,8 @@ gpuwhy wraps: its steps are bounded by torch optimizer steps or JAX compiled tra
 `sys.monitoring` can watch one function's code alone, so:
 
 - once such a step ended with no timed pull, the generators the loop resumes are looked
-  for: for at most ``SEARCH_STEPS`` steps, every `yield` of the loop's thread is seen
+  for: for ``SEARCH_STEPS`` steps (again later if none is found: ``RETRY_STEPS``), every
+  `yield` of the loop's thread is seen
   (a global event, a callback each: generators are few). The loop's input is the first
   generator, not the frameworks' own, that such a frame (the loop, or a function around it,
   on the stack at the step boundary) resumed for its next item: by a `for` over it (directly
@@ -32,9 +33,17 @@ from types import CodeType, FrameType
 from typing import Any
 
 from gpuwhy.hooks import emitter, tracker
+from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST
+from gpuwhy.hooks.iterators import busy_bits
 
 SEARCH_STEPS = 3
-"""Steps the search lasts; a loop that resumes no generator in that time reads none."""
+"""Steps a search lasts; a loop that resumes no generator in that time reads none then."""
+
+RETRY_STEPS = 8
+"""Unfed steps after a search that found nothing before the next one, doubled after each
+(at most ``MAX_RETRY_STEPS``): the loop may begin later (a few compiled steps called before
+it, a first epoch over arrays)."""
+MAX_RETRY_STEPS = 1024
 
 # sys.monitoring's unassigned tool ids (0 debugger, 1 coverage, 2 profiler, 5 optimizer).
 _TOOL_IDS = (4, 3)
@@ -51,12 +60,15 @@ class _Watch:
         self.tool: int | None = None
         self.thread = 0  # the loop's thread
         self.searching = 0  # steps searched so far (0: no search running)
-        self.done = False  # found, given up, or unavailable
+        self.wait = 0  # unfed steps still to come before the next search
+        self.retry = RETRY_STEPS  # the wait after the next search that finds nothing
+        self.done = False  # found, or unavailable
         self.around: set[CodeType] = set()  # code on the stack at the boundary (the search)
         self.excluded: tuple[str, ...] = ()  # the frameworks' folders (the search)
         self.loop: CodeType | None = None  # the code whose frame resumes the generator
         self.generator: CodeType | None = None  # the generator function's code, watched
-        self.reading: tuple[int, int] | None = None  # (id of the generator's frame, request)
+        # (id of the generator's frame, request, what the device-busy check said then)
+        self.reading: tuple[int, int, int] | None = None
 
 
 _watch = _Watch()
@@ -90,6 +102,10 @@ def _unfed_step() -> None:
         watch.searching += 1
         if watch.searching > SEARCH_STEPS:
             _stop_search(found=False)
+            watch.wait, watch.retry = watch.retry, min(2 * watch.retry, MAX_RETRY_STEPS)
+        return
+    if watch.wait > 0:
+        watch.wait -= 1
         return
     _start_search(sys._getframe(1))
 
@@ -107,7 +123,7 @@ def _start_search(frame: FrameType | None) -> None:
         watch.tool = tool
         break
     else:
-        watch.done = True
+        watch.done = True  # another tool holds them: nothing to watch with
         return
     excluded = watch.excluded = _framework_dirs()
     for _ in range(_STACK_DEPTH):
@@ -166,7 +182,7 @@ def _stop_search(*, found: bool, generator: CodeType | None = None) -> None:
     watch = _watch
     tool = watch.tool
     watch.searching = 0
-    watch.done = True
+    watch.done = found
     watch.around = set()
     if tool is None:
         return
@@ -199,7 +215,9 @@ def _resumed(code: CodeType, offset: int) -> Any:
     frame = sys._getframe(1)
     back = frame.f_back
     if back is not None and back.f_code is watch.loop:
-        watch.reading = (id(frame), tracker.clock())
+        check = tracker.state().busy  # the previous step still running (a JAX dispatch)
+        busy = busy_bits(check, BUSY_AT_REQUEST) if check is not None else 0
+        watch.reading = (id(frame), tracker.clock(), busy)
     return None
 
 
@@ -213,7 +231,9 @@ def _delivered(code: CodeType, offset: int, value: object) -> Any:
         return None  # a nested use of the same generator function
     watch.reading = None
     try:
-        tracker.generator_pull(reading[1], tracker.clock())
+        delivered, check = tracker.clock(), tracker.state().busy
+        busy = reading[2] | (busy_bits(check, BUSY_AT_DELIVERY) if check is not None else 0)
+        tracker.generator_pull(reading[1], delivered, busy)
     except Exception as error:  # never into the user's loop
         emitter.report_once("generator", f"generator read hook failed: {error!r}")
     return None

@@ -34,9 +34,9 @@ def timed_next(
     clock = tracker.clock
     busy_check = st.busy
     st.in_pull = True
-    busy = _busy(busy_check, BUSY_AT_REQUEST) if busy_check is not None else 0
+    busy = busy_bits(busy_check, BUSY_AT_REQUEST) if busy_check is not None else 0
     if ready is not None:
-        busy |= _busy(lambda: ready(iterator), READY_AT_REQUEST)
+        busy |= busy_bits(lambda: ready(iterator), READY_AT_REQUEST)
     request = clock()
     try:
         item = next_fn(iterator)
@@ -50,12 +50,13 @@ def timed_next(
     delivery = clock()
     st.in_pull = False
     if busy_check is not None:
-        busy |= _busy(busy_check, BUSY_AT_DELIVERY)
+        busy |= busy_bits(busy_check, BUSY_AT_DELIVERY)
     _record(iterator, request, delivery, True, force, busy)
     return item
 
 
-def _busy(check: Callable[[], bool], bit: int) -> int:
+def busy_bits(check: Callable[[], bool], bit: int) -> int:
+    """`bit` (with CHECKED) if `check()` says the device is busy; 0 if it cannot tell."""
     try:
         return CHECKED | (bit if check() else 0)
     except Exception:  # a readiness check that fails tells nothing

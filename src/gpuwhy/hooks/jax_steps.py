@@ -12,7 +12,9 @@ while it is traced. So:
 - A call of a training function from the loop itself (not from inside another trace) is a
   step boundary at its return, as a torch optimizer step is (`tracker.boundary`): used only
   where nothing else (a framework loop, `gpuwhy.step()`, a hooked iterator) defines steps. The
-  first call's tracing and compiling end before the first step begins.
+  first call's tracing and compiling end before the first step begins. The call returns
+  before the device ran it: when it is done is stamped apart (completion.py), so that the
+  next step's reads wait only from then.
 - A function that does not train, called `EVAL_CALLS` times or more between two train calls,
   is an evaluation: that span becomes a "validation" phase (`tracker.model_mode`), as a torch
   model's `.eval()` ... `.train()` does. A helper called once a step is not one.
@@ -30,7 +32,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from gpuwhy.hooks import emitter, patching, tracker
+from gpuwhy.hooks import completion, emitter, patching, tracker
 
 EVAL_CALLS = 2
 """Calls of one non-training compiled function between two train calls that make the span an
@@ -96,19 +98,19 @@ class Compiled:
         finally:
             stack.pop()
         try:
-            _called(self, started, tracker.clock())
+            _called(self, started, tracker.clock(), result)
         except Exception as error:  # never into the user's loop
             emitter.report_once("jax.steps", f"JAX step hook failed: {error!r}")
         return result
 
 
-def _called(compiled: Compiled, started: int, ended: int) -> None:
+def _called(compiled: Compiled, started: int, ended: int, result: Any) -> None:
     between = _local.between
     if compiled._gpuwhy_trains:
         _evaluation_ends(between, started)
         between.trained = True
         tracker.trained()
-        tracker.boundary(ended)
+        completion.watch_jax(tracker.boundary(ended, dispatched=True), result)
     elif between.trained:
         if not between.others:
             between.first_ns = started

@@ -37,6 +37,7 @@ from typing import Any
 from gpuwhy.hooks import emitter
 from gpuwhy.hooks.attribution import (
     END_PULL,
+    EXPECT_DONE,
     LAST,
     PHASE,
     PULL,
@@ -130,6 +131,7 @@ class ThreadState:
         "__weakref__",
         "busy",
         "data_modes",
+        "done_for",
         "ending",
         "eval_at",
         "framework",
@@ -165,6 +167,9 @@ class ThreadState:
         self.busy: Callable[[], bool] | None = None
         # A plain loop's data ended and its iterator is not yet destroyed (`released_by_loop`).
         self.ending: _Ending | None = None
+        # The step whose dispatched work a DONE record will time (completion.py): the step
+        # after it waits for that record (EXPECT_DONE).
+        self.done_for: int | None = None
 
 
 _local = threading.local()
@@ -263,6 +268,8 @@ def _open(st: ThreadState, t: int, *, unnamed: bool = False) -> _Step:
         if unnamed:
             st.pending = []
     step = st.step = _Step(st.phases[-1][0], t, st.prev_exec)
+    if st.done_for is not None and st.done_for == st.prev_exec:
+        step.mode |= EXPECT_DONE
     return step
 
 
@@ -370,14 +377,25 @@ def _steps_by_optimizer(st: ThreadState) -> bool:
     return not (st.framework or st.manual or (st.owner is not None and st.owner() is not None))
 
 
-def boundary(t: int) -> None:
-    """A step boundary seen from outside any loop (a torch optimizer step): used only where
-    no framework, no `gpuwhy.step()` and no hooked iterator defines steps."""
+def boundary(t: int, *, dispatched: bool = False) -> int | None:
+    """A step boundary seen from outside any loop (a torch optimizer step, a JAX train step):
+    used only where no framework, no `gpuwhy.step()` and no hooked iterator defines steps.
+
+    `dispatched`: the call that ends the step only queued its work on the device, and a DONE
+    record will say when that work is done (completion.py); the step it belongs to is
+    returned: the one that ended here, or, where a hooked iterator defines steps, the open one.
+    None where there is none (a framework's loop)."""
     st = state()
     st.eval_at = None  # an optimizer step since `.eval()`: that was no evaluation
     if not _steps_by_optimizer(st):
-        return
+        if dispatched and st.step is not None and not st.framework:
+            st.done_for = st.step.exec_id
+            return st.done_for
+        return None
     unfed = st.step is not None and not st.step.pulls
+    ended = st.step.exec_id if st.step is not None else None
+    if dispatched:
+        st.done_for = ended
     close_step(st, t, last=False)
     step = _open(st, t)
     step.begun = True
@@ -388,6 +406,7 @@ def boundary(t: int) -> None:
                 hook()
             except Exception as error:  # never into the user's loop
                 emitter.report_once("step.hook", f"a step hook failed: {error!r}")
+    return ended if dispatched else None
 
 
 def model_mode(training: bool, t: int) -> None:
@@ -451,7 +470,7 @@ def pull(
         _auto_pull(st, source, request_ns, delivery_ns, ok, busy)
 
 
-def generator_pull(request_ns: int, delivery_ns: int) -> None:
+def generator_pull(request_ns: int, delivery_ns: int, busy: int = 0) -> None:
     """A read of a plain loop's own generator (generator_pulls.py) where only optimizer steps
     bound the steps: a wait of the open step, not a step of its own (a step may read several
     batches, as gradient accumulation does)."""
@@ -461,7 +480,7 @@ def generator_pull(request_ns: int, delivery_ns: int) -> None:
         return
     step.pulls += 1
     step.mode |= SRC_BESIDE
-    emitter.emit((PULL, step.exec_id, request_ns, delivery_ns, 0))
+    emitter.emit((PULL, step.exec_id, request_ns, delivery_ns, busy))
 
 
 def _owned_pull(st: ThreadState, r: int, d: int, ok: bool, busy: int = 0) -> None:

@@ -3,14 +3,17 @@
     python steady_sweep.py LOOP INPUT [--delay-ms D] [--width W] [--steps N] [--epochs E]
                            [--rounds R]
 
-LOOP: `fit` (Keras on TensorFlow), `tape` (a `GradientTape` loop in a `tf.function`) or `torch`
-(a PyTorch loop). INPUT says how each batch is made, taking D ms (a fixed sleep: slow storage,
-no CPU, so the truth does not hinge on CPU contention):
+LOOP: `fit` (Keras on TensorFlow), `tape` (a `GradientTape` loop in a `tf.function`), `torch`
+(a PyTorch loop) or `jax` (a `jax.jit` train step, dispatched asynchronously: the loop reads its
+next batch while the step computes). INPUT says how each batch is made, taking D ms (a fixed
+sleep: slow storage, no CPU, so the truth does not hinge on CPU contention):
 
 - `map`: a `tf.data` map, one batch at a time, nothing ahead (serial);
 - `prefetch`: the same map with `prefetch(1)`: the next batch is made while the step computes;
 - `parallel`: the map with two calls in flight and `prefetch(2)`;
-- `generator`: `tf.data.Dataset.from_generator` over a Python generator;
+- `generator`: `tf.data.Dataset.from_generator` over a Python generator (jax: the Python
+  generator itself, which gpuwhy times from Python 3.12 on);
+- `numpy` (jax): the serial map read through `as_numpy_iterator()`, as Flax examples do;
 - `loader0` / `loader2` (torch): a `DataLoader` over a slow `__getitem__`, in the loop's process
   or in two persistent worker processes.
 
@@ -26,7 +29,9 @@ Prints one JSON line: truth and measured (medians), and the paired errors (media
 of measured - truth, and of measured / truth - 1). Plain loops also time each `next()` of the
 hooked run's steady steps themselves: `blocked` is that share of their time, `blocked_error`
 the median of gpuwhy's share minus it, run by run. One compute thread: the model stands in for
-a device that computes while the host waits.
+a device that computes while the host waits. The JAX loop's own clock around `next()` is not
+reported: its reads overlap the dispatched step, and only the part after the step finished is
+a wait.
 """
 
 from __future__ import annotations
@@ -46,9 +51,10 @@ BATCHES = 32  # distinct batches, cycled
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("loop", choices=("fit", "tape", "torch"))
+    parser.add_argument("loop", choices=("fit", "tape", "torch", "jax"))
     parser.add_argument(
-        "input", choices=("map", "prefetch", "parallel", "generator", "loader0", "loader2")
+        "input",
+        choices=("map", "prefetch", "parallel", "generator", "numpy", "loader0", "loader2"),
     )
     parser.add_argument("--delay-ms", type=float, default=10.0)
     parser.add_argument("--width", type=int, default=512, help="hidden units: the compute")
@@ -56,7 +62,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    train = _torch(args) if args.loop == "torch" else _tensorflow(args)
+    makers = {"torch": _torch, "jax": _jax}
+    train = makers.get(args.loop, _tensorflow)(args)
     for fast in (False, True):  # trace, compile, start workers and caches: before any clock
         train(fast)
     walls: dict[str, list[float]] = {"slow": [], "fast": [], "hooked": []}
@@ -215,8 +222,15 @@ def _tensorflow(args: argparse.Namespace) -> Callable[[bool], float]:
     return loop
 
 
-def _epoch(data: Iterable[Any], step: Callable[[Any], object], steady: _Steady) -> None:
-    """One epoch of a plain loop; a step begins at its request for its batch."""
+def _epoch(
+    data: Iterable[Any],
+    step: Callable[[Any], object],
+    steady: _Steady,
+    finish: Callable[[], object] | None = None,
+) -> None:
+    """One epoch of a plain loop; a step begins at its request for its batch. `finish`: wait
+    for the last dispatched step (the epoch ends when its work is done); its reads are then
+    not the loop's own clock's (they overlap compute)."""
     iterator = iter(data)
     index = 0
     while True:
@@ -226,9 +240,12 @@ def _epoch(data: Iterable[Any], step: Callable[[Any], object], steady: _Steady) 
             batch = next(iterator)
         except StopIteration:
             break
-        steady.pulled(index, time.perf_counter() - asked)
+        if finish is None:
+            steady.pulled(index, time.perf_counter() - asked)
         step(batch)
         index += 1
+    if finish is not None:
+        finish()
     steady.epoch_ends()
 
 
@@ -270,6 +287,69 @@ def _tf_input(tf: object, kind: str, x: object, y: object, delay: float, steps: 
     options = tf.data.Options()  # type: ignore[attr-defined]
     options.autotune.enabled = False
     return dataset.with_options(options)
+
+
+def _jax(args: argparse.Namespace) -> Callable[[bool], float]:
+    # One compute thread (XLA's CPU client otherwise splits each op over the cores).
+    os.environ.setdefault(
+        "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    )
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(BATCHES, BATCH, FEATURES)).astype("float32")
+    y = rng.integers(0, 10, size=(BATCHES, BATCH)).astype("int32")
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    sizes = [(FEATURES, args.width), (args.width, args.width), (args.width, 10)]
+    params = [jax.random.normal(k, s) * 0.05 for k, s in zip(keys, sizes, strict=True)]
+
+    def loss_of(params: list[Any], features: Any, labels: Any) -> Any:
+        h = features
+        for w in params[:-1]:
+            h = jax.nn.relu(h @ w)
+        logits = h @ params[-1]
+        return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(labels.shape[0]), labels])
+
+    def compiled() -> Callable[..., tuple[list[Any], Any]]:
+        """The train step, compiled anew for each run: gpuwhy sees only functions compiled
+        while its hooks are in (a cached compilation is never traced again)."""
+
+        def train_step(params: list[Any], features: Any, labels: Any) -> tuple[list[Any], Any]:
+            loss, grads = jax.value_and_grad(loss_of)(params, features, labels)
+            return [p - 0.01 * g for p, g in zip(params, grads, strict=True)], loss
+
+        return jax.jit(train_step)  # type: ignore[no-any-return]
+
+    def batches(delay: float) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for i in range(args.steps):
+            if delay:
+                time.sleep(delay)  # storage
+            yield x[i % BATCHES], y[i % BATCHES]
+
+    def data(fast: bool) -> Iterable[Any]:
+        delay = 0.0 if fast else args.delay_ms / 1000
+        if args.input == "numpy":
+            import tensorflow as tf
+
+            dataset = _tf_input(tf, "map", x, y.astype("int64"), delay, args.steps)
+            return dataset.as_numpy_iterator()  # type: ignore[attr-defined, no-any-return]
+        return batches(delay)
+
+    state: dict[str, Any] = {"params": params}
+
+    def step(batch: tuple[Any, Any]) -> None:
+        state["params"], _ = state["step"](state["params"], *batch)
+
+    def loop(fast: bool) -> float:
+        steady = _Steady()
+        state["step"] = compiled()
+        for _ in range(args.epochs):
+            _epoch(data(fast), step, steady, lambda: jax.block_until_ready(state["params"]))
+        return steady.total_s
+
+    return loop
 
 
 def _torch(args: argparse.Namespace) -> Callable[[bool], float]:

@@ -1,0 +1,114 @@
+"""When a plain loop's dispatched step is done on the device, stamped without the loop waiting.
+
+A JAX train step returns before the device has run it (asynchronous dispatch, on a GPU and on
+the CPU alike), so the loop reads its next batch while the step still computes: only the part
+of that read after the step finished kept the device waiting. attribution.py counts a read's
+wait from `max(request, previous execution done)`; for a loop bounded by compiled train steps
+(jax_steps.py) the "done" comes from here:
+
+- the step's result is kept as a non-blocking readiness check for the reads that follow
+  (`ThreadState.busy`: idle at the request, the whole read waited; still busy at the delivery,
+  none of it did);
+- one daemon thread takes each step's result in order, blocks on it (`block_until_ready`,
+  which releases the GIL) and emits a DONE record for the step. Its stamp is taken once the
+  thread holds the GIL again: late by at most the interpreter's switch interval (5 ms) while
+  the loop runs Python, and only ever used for a read during which the step finished.
+
+The result watched is the step's last output (the loss, as `return params, opt_state, loss`
+leaves it), not a buffer the next step may donate. A result that cannot be waited on (deleted)
+gets no stamp: its reads then count in full, as before.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import threading
+from typing import Any
+
+from gpuwhy.hooks import emitter, tracker
+from gpuwhy.hooks.attribution import DONE
+
+_STOP_WAIT_S = 2.0  # at exit, for the steps still running (all of them finish)
+_DEPTH = 4  # how deep in nested outputs a result's last array is looked for
+
+_queue: queue.SimpleQueue[tuple[int, Any] | None] = queue.SimpleQueue()
+_thread: threading.Thread | None = None
+_lock = threading.Lock()
+
+
+def last_array(result: Any, has: str = "block_until_ready", depth: int = 0) -> Any:
+    """The last array among a step's outputs (a tuple's last item, a dict's last value...)."""
+    if hasattr(result, has):
+        return result
+    if depth >= _DEPTH:
+        return None
+    if isinstance(result, dict):
+        items = list(result.values())
+    elif isinstance(result, (list, tuple)):
+        items = list(result)
+    else:
+        return None
+    for item in reversed(items):
+        found = last_array(item, has, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def watch_jax(exec_id: int | None, result: Any) -> None:
+    """Stamp when the execution `exec_id` (a closed step) that made `result` is done, and
+    keep its readiness for this thread's next reads."""
+    if exec_id is None:  # no step of a plain loop (a framework's own loop times itself)
+        return
+    array = last_array(result)
+    st = tracker.state()
+    if array is None:
+        st.busy = None
+        return
+    st.busy = lambda: not array.is_ready()
+    _start()
+    _queue.put((exec_id, array))
+
+
+def _start() -> None:
+    global _thread
+    if _thread is not None:
+        return
+    with _lock:
+        if _thread is None:
+            thread = threading.Thread(target=_stamp_completions, name="gpuwhy-done", daemon=True)
+            thread.start()
+            # Registered now, after the framework's own exit handlers: runs before them.
+            atexit.register(_stop)
+            _thread = thread
+
+
+def _stamp_completions() -> None:
+    while True:
+        item = _queue.get()
+        if item is None:
+            return
+        exec_id, array = item
+        try:
+            array.block_until_ready()
+        except Exception:  # deleted (donated), or the runtime is going: no stamp
+            continue
+        emitter.emit((DONE, exec_id, tracker.clock()))
+
+
+def _stop() -> None:
+    """At exit: stamp what is still running, then let the thread end before the runtime."""
+    thread = _thread
+    if thread is not None and thread.is_alive():
+        _queue.put(None)
+        thread.join(_STOP_WAIT_S)
+
+
+def _forget_after_fork() -> None:
+    global _queue, _thread
+    _queue, _thread = queue.SimpleQueue(), None
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
