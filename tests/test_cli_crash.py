@@ -246,3 +246,40 @@ def test_a_long_message_is_cut_to_one_readable_line() -> None:
     summary = crash.one_line_summary(ValueError("x" * 500 + "\n" + "y"))
     assert summary == "ValueError: " + "x" * (crash.MESSAGE_CHARS - 1) + "…"
     assert crash.one_line_summary(AssertionError()) == "AssertionError"
+
+
+# A Ctrl-C that lands while the command's modules load: raised by an import hook at the first
+# of them, in a real interpreter that runs the console script's own entry point.
+_INTERRUPTED_IMPORT = """
+import sys
+
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "gpuwhy.cli":
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+sys.argv = ["gpuwhy", "doctor"]
+from gpuwhy.__main__ import run
+run()
+"""
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line_and_exit_130() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IMPORT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    assert done.returncode == ExitCode.INTERRUPTED == 130
+    assert done.stderr == "gpuwhy: interrupted\n" and done.stdout == ""
+
+
+def test_the_console_script_runs_the_entry_point_that_catches_it() -> None:
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"gpuwhy": "gpuwhy.__main__:run"}

@@ -1,18 +1,19 @@
 """gpuwhy: is your training job really using the GPU, how well, phase by phase, and why not.
 
-`import gpuwhy` is cheap and imports no framework; the hook API and `monitor` are loaded on
-first use.
+`import gpuwhy` is cheap (well under a millisecond) and imports no framework; the hook API,
+`monitor` and the finding types are loaded on first use.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from gpuwhy._version import __version__
-from gpuwhy.model import Finding, Severity
+
+TYPE_CHECKING = False  # typing's own costs milliseconds to import (mypy reads it as typing's)
 
 if TYPE_CHECKING:
+    from gpuwhy.model import Finding, Severity
     from gpuwhy.runtime.monitor import monitor
 
 __all__ = [
@@ -31,6 +32,8 @@ __all__ = [
 _HOOKS_API = "gpuwhy.hooks.api"
 # Public names that live in heavier modules: name -> (module, attribute), imported on first use.
 _LAZY = {
+    "Finding": ("gpuwhy.model", "Finding"),
+    "Severity": ("gpuwhy.model", "Severity"),
     "monitor": ("gpuwhy.runtime.monitor", "monitor"),
     "phase": (_HOOKS_API, "phase"),
     "step": (_HOOKS_API, "step"),
@@ -47,7 +50,7 @@ _FACTORIES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     target = _LAZY.get(name)
     if target is None:
         raise AttributeError(f"module 'gpuwhy' has no attribute {name!r}")

@@ -1,3 +1,20 @@
-from gpuwhy.cli import console_main
+"""`python -m gpuwhy` and the `gpuwhy` command (its console script calls `run`).
 
-console_main()
+The command's modules are imported inside `run`: a Ctrl-C while they load (the first tens of
+milliseconds) ends gpuwhy with its one line and exit code 130, as later, not a traceback.
+"""
+
+import sys
+
+
+def run() -> None:
+    try:
+        from gpuwhy.cli import console_main
+    except KeyboardInterrupt:
+        print("gpuwhy: interrupted", file=sys.stderr)  # errors.ExitCode.INTERRUPTED
+        sys.exit(130)
+    console_main()
+
+
+if __name__ == "__main__":
+    run()
