@@ -11,6 +11,7 @@ def run() -> None:
     try:
         from gpuwhy.cli import console_main
     except KeyboardInterrupt:
+        exec("")  # errors.forget_interrupt: the exit code stays 130 (no module to import here)
         print("gpuwhy: interrupted", file=sys.stderr)  # errors.ExitCode.INTERRUPTED
         sys.exit(130)
     console_main()

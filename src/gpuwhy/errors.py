@@ -66,3 +66,15 @@ class NoDeviceError(GpuwhyError):
     """The command needs a usable NVIDIA GPU and none is."""
 
     exit_code = ExitCode.NO_DEVICE
+
+
+def forget_interrupt() -> None:
+    """Call where a Ctrl-C was handled: the exit code stays the one gpuwhy chose.
+
+    A KeyboardInterrupt raised inside code that `exec` ran from a string (a dataclass being
+    made, as modules load) sets CPython's "unhandled Ctrl-C" flag even when it is caught, and
+    `python -m gpuwhy` then ends killed by SIGINT instead of exiting 130 (seen in 1 run in 40
+    of a report interrupted while its page's modules loaded; CPython 3.10 to 3.13). Evaluating
+    a string clears the flag.
+    """
+    exec("")

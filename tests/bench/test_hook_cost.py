@@ -23,6 +23,11 @@ HOOKS = (
     "Keras callback",
     "tf.data wait stamps",
 )
+# The generator reads' hook runs where scripts/test-envs.sh found a Python 3.12 (the bench's
+# default --python312); without one the bench says so in a note.
+PY312 = ROOT / ".venvs" / "py312-jax" / "bin" / "python"
+if PY312.exists():
+    HOOKS = (*HOOKS, "generator's read")
 JOBS = ("PyTorch loop", "Keras `fit` on tensorflow")
 NUMBER = re.compile(r"-?\d+(\.\d+)?")  # never nan or inf
 

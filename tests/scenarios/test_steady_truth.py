@@ -19,10 +19,13 @@ input as built, with the input made free, and as built under gpuwhy's hooks. Two
   (a share of 0.3 against 0.6) but not the machine's mood. The 10 ms members moved by up to
   0.16 and 33 % from run to run and are the bench's to measure, not a merge's to gate.
   A JAX loop whose reads the dispatched step hides (5 ms reads of a generator beside a 6-7 ms
-  step) has no such cost to miss: the truth is "no gain" (−0.07 to +0.02 measured), and the
-  targets hold (gpuwhy said 0.80 and 4.96x there before it waited for the step's end). The same
-  loop over tf.data's `as_numpy_iterator()` is the bench's only: tf.data's threads and the step
-  share two cores, and its truth moved from 0.02 to 0.20 between two runs of one hour.
+  step) has a truth of "no gain", give or take how the loop's host work shares the two cores
+  with the step: with the input made free the host dispatches back to back beside the
+  computing step, and the truth moved between −0.18 and +0.03 over five runs of one day,
+  gpuwhy's reading between 0.010 and 0.011. It is held to 0.2 and 25 %, which fails the reading
+  of before, when each read counted in full (0.80 and 4.96x). The same loop over tf.data's
+  `as_numpy_iterator()` is the bench's only: tf.data's threads share the cores too, and its
+  truth moved from −0.02 to 0.20.
 
 A member that misses is measured once more (a busy machine moves a 3-round median); it fails if
 the second measurement misses too.
@@ -38,13 +41,13 @@ import pytest
 from support import ROOT, framework_env
 
 sys.path.insert(0, str(ROOT / "bench"))
-from steady_truth import BY_NAME, SHARE_TOLERANCE, SPEEDUP_TOLERANCE, measure, misses
+from steady_truth import BY_NAME, SHARE_TOLERANCE, measure, misses
 
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
 ROUNDS = 3
 TRUTH_BOUNDS = {
     "fit-map-3": (0.15, 0.30),
-    "jax-generator-5": (SHARE_TOLERANCE, SPEEDUP_TOLERANCE),
+    "jax-generator-5": (0.2, 0.25),
 }
 OWN_CLOCK = ("tape-map-3", "tape-generator-10", "torch-loader0-10")
 

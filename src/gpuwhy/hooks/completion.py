@@ -9,10 +9,12 @@ wait from `max(request, previous execution done)`; for a loop bounded by compile
 - the step's result is kept as a non-blocking readiness check for the reads that follow
   (`ThreadState.busy`: idle at the request, the whole read waited; still busy at the delivery,
   none of it did);
-- one daemon thread takes each step's result in order, blocks on it (`block_until_ready`,
-  which releases the GIL) and emits a DONE record for the step. Its stamp is taken once the
+- at the next read's request, a step already done gets its DONE record at once; one still
+  running is handed to a daemon thread, which blocks on it (`block_until_ready`, which
+  releases the GIL) and emits the DONE record when it is done. Its stamp is taken once the
   thread holds the GIL again: late by at most the interpreter's switch interval (5 ms) while
-  the loop runs Python, and only ever used for a read during which the step finished.
+  the loop runs Python, and only ever used for a read during which the step finished. Steps
+  followed by no read (a loop over arrays in memory) cost the thread nothing.
 
 The result watched is the step's last output (the loss, as `return params, opt_state, loss`
 leaves it), not a buffer the next step may donate. A result that cannot be waited on (deleted)
@@ -58,18 +60,39 @@ def last_array(result: Any, has: str = "block_until_ready", depth: int = 0) -> A
 
 
 def watch_jax(exec_id: int | None, result: Any) -> None:
-    """Stamp when the execution `exec_id` (a closed step) that made `result` is done, and
-    keep its readiness for this thread's next reads."""
+    """Keep, for this thread's next reads, whether the execution `exec_id` (a closed step)
+    that made `result` is done; a DONE record will say when."""
     if exec_id is None:  # no step of a plain loop (a framework's own loop times itself)
         return
     array = last_array(result)
-    st = tracker.state()
-    if array is None:
-        st.busy = None
-        return
-    st.busy = lambda: not array.is_ready()
-    _start()
-    _queue.put((exec_id, array))
+    tracker.state().busy = None if array is None else _Pending(exec_id, array)
+
+
+class _Pending:
+    """A dispatched step's readiness check (`ThreadState.busy`). Its first use, at the next
+    read's request, settles the step's DONE: stamped now if it is done already, else by the
+    helper thread when it is. A step the loop reads nothing after costs no thread work."""
+
+    __slots__ = ("array", "exec_id", "settled")
+
+    def __init__(self, exec_id: int, array: Any) -> None:
+        self.exec_id = exec_id
+        self.array = array
+        self.settled = False
+
+    def __call__(self) -> bool:
+        try:
+            busy = not self.array.is_ready()
+        except Exception:  # cannot tell: the read counts from its request, as before
+            busy = False
+        if not self.settled:
+            self.settled = True
+            if busy:
+                _start()
+                _queue.put((self.exec_id, self.array))
+            else:
+                emitter.emit((DONE, self.exec_id, tracker.clock()))
+        return busy
 
 
 def _start() -> None:

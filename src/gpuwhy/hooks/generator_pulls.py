@@ -7,8 +7,8 @@ gpuwhy wraps: its steps are bounded by torch optimizer steps or JAX compiled tra
 
 - once such a step ended with no timed pull, the generators the loop resumes are looked
   for: for ``SEARCH_STEPS`` steps (again later if none is found: ``RETRY_STEPS``), every
-  `yield` of the loop's thread is seen
-  (a global event, a callback each: generators are few). The loop's input is the first
+  `yield` of the process is seen (a global event, a callback each: generators are few), and
+  those of the loop's thread are looked at. The loop's input is the first
   generator, not the frameworks' own, that such a frame (the loop, or a function around it,
   on the stack at the step boundary) resumed for its next item: by a `for` over it (directly
   or through `enumerate`, `zip`...) or by `next()` — not a generator expression a call
@@ -153,13 +153,16 @@ def _seen_yield(code: CodeType, offset: int, value: object) -> Any:
     watch = _watch
     if watch.searching == 0 or threading.get_ident() != watch.thread:
         return None
-    if not code.co_flags & _GENERATOR or code.co_filename.startswith(watch.excluded):
-        return None
-    back = sys._getframe(1).f_back
-    if back is None or back.f_code not in watch.around or not _takes_next(back, code):
-        return None
-    watch.loop = back.f_code
-    _stop_search(found=True, generator=code)
+    try:
+        if not code.co_flags & _GENERATOR or code.co_filename.startswith(watch.excluded):
+            return None
+        back = sys._getframe(1).f_back
+        if back is None or back.f_code not in watch.around or not _takes_next(back, code):
+            return None
+        watch.loop = back.f_code
+        _stop_search(found=True, generator=code)
+    except Exception as error:  # never into the user's code
+        emitter.report_once("generator", f"generator search failed: {error!r}")
     return None
 
 

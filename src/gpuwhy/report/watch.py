@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from gpuwhy.errors import NoDeviceError
+from gpuwhy.errors import NoDeviceError, forget_interrupt
 from gpuwhy.model import DeviceInfo, GpuSample, HostSample
 from gpuwhy.telemetry.nvml_decode import THROTTLING_MASK, GpuProcess, decode_clock_event_reasons
 from gpuwhy.telemetry.sampler import Sampler
@@ -270,8 +270,8 @@ def watch(
                 view.update(snapshot)
                 live.update(view.renderable(snapshot), refresh=True)
                 shown += 1
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt:  # the way out of `watch`: exit 0
+        forget_interrupt()
     finally:
         sampler.stop()
     return 0
