@@ -190,11 +190,23 @@ class Attributor:
     def _ready(self, held: _Held) -> bool:
         mode, exec_id, prev = held.record[8], held.record[6], held.record[7]
         if not mode & EXPECT_DONE or not (held.pulls or mode & LAST):
-            return True
+            # A read that found the previous step running and saw it finish needs that step's
+            # DONE, which a plain JAX loop's helper thread sends (completion.py).
+            return not self._finished_during(exec_id, held.pulls, prev)
         if prev is not None and prev not in self._done:
             return False
         needs_own = mode & LAST or (mode & OVERLAP and len(held.pulls) > 1)
         return not (needs_own and exec_id not in self._done)
+
+    def _finished_during(
+        self, exec_id: int, pulls: list[tuple[int, int]], prev: int | None
+    ) -> bool:
+        """Whether the first read found the previous execution running and saw it finish,
+        while its DONE has not come yet."""
+        if not pulls or prev is None or prev in self._done:
+            return False
+        busy = self._busy.get((exec_id, min(pulls)[0]), 0)
+        return busy & (BUSY_AT_REQUEST | BUSY_AT_DELIVERY) == BUSY_AT_REQUEST
 
     def _resolve(self, held: _Held, pid: int) -> list[Span | Event]:
         _, phase, index, start, end, hint, exec_id, prev, mode = held.record

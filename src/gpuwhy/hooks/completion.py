@@ -9,12 +9,12 @@ wait from `max(request, previous execution done)`; for a loop bounded by compile
 - the step's result is kept as a non-blocking readiness check for the reads that follow
   (`ThreadState.busy`: idle at the request, the whole read waited; still busy at the delivery,
   none of it did);
-- at the next read's request, a step already done gets its DONE record at once; one still
-  running is handed to a daemon thread, which blocks on it (`block_until_ready`, which
-  releases the GIL) and emits the DONE record when it is done. Its stamp is taken once the
-  thread holds the GIL again: late by at most the interpreter's switch interval (5 ms) while
-  the loop runs Python, and only ever used for a read during which the step finished. Steps
-  followed by no read (a loop over arrays in memory) cost the thread nothing.
+- a step that the next read finds still running is handed to a daemon thread, which blocks on
+  it (`block_until_ready`, which releases the GIL) and emits its DONE record when it is done.
+  The stamp is taken once the thread holds the GIL again: late by at most the interpreter's
+  switch interval (5 ms) while the loop runs Python, and only ever used for a read during which
+  the step finished. Steps done by the next read, or followed by none (a loop over arrays in
+  memory), cost the thread nothing.
 
 The result watched is the step's last output (the loss, as `return params, opt_state, loss`
 leaves it), not a buffer the next step may donate. A result that cannot be waited on (deleted)
@@ -69,29 +69,24 @@ def watch_jax(exec_id: int | None, result: Any) -> None:
 
 
 class _Pending:
-    """A dispatched step's readiness check (`ThreadState.busy`). Its first use, at the next
-    read's request, settles the step's DONE: stamped now if it is done already, else by the
-    helper thread when it is. A step the loop reads nothing after costs no thread work."""
+    """A dispatched step's readiness check (`ThreadState.busy`). A read that finds the step
+    still running hands it to the helper thread, whose DONE record the read's wait is counted
+    from (attribution.py holds the read's step for it). A step done by the next read, or
+    followed by none, costs the thread nothing."""
 
-    __slots__ = ("array", "exec_id", "settled")
+    __slots__ = ("array", "exec_id", "queued")
 
     def __init__(self, exec_id: int, array: Any) -> None:
         self.exec_id = exec_id
         self.array = array
-        self.settled = False
+        self.queued = False
 
     def __call__(self) -> bool:
-        try:
-            busy = not self.array.is_ready()
-        except Exception:  # cannot tell: the read counts from its request, as before
-            busy = False
-        if not self.settled:
-            self.settled = True
-            if busy:
-                _start()
-                _queue.put((self.exec_id, self.array))
-            else:
-                emitter.emit((DONE, self.exec_id, tracker.clock()))
+        busy = not self.array.is_ready()  # an error tells nothing: the caller's to catch
+        if busy and not self.queued:  # the read may see it finish: its end is wanted
+            self.queued = True
+            _start()
+            _queue.put((self.exec_id, self.array))
         return busy
 
 

@@ -37,7 +37,6 @@ from typing import Any
 from gpuwhy.hooks import emitter
 from gpuwhy.hooks.attribution import (
     END_PULL,
-    EXPECT_DONE,
     LAST,
     PHASE,
     PULL,
@@ -131,7 +130,6 @@ class ThreadState:
         "__weakref__",
         "busy",
         "data_modes",
-        "done_for",
         "ending",
         "eval_at",
         "framework",
@@ -167,9 +165,6 @@ class ThreadState:
         self.busy: Callable[[], bool] | None = None
         # A plain loop's data ended and its iterator is not yet destroyed (`released_by_loop`).
         self.ending: _Ending | None = None
-        # The step whose dispatched work a DONE record will time (completion.py): the step
-        # after it waits for that record (EXPECT_DONE).
-        self.done_for: int | None = None
 
 
 _local = threading.local()
@@ -268,8 +263,6 @@ def _open(st: ThreadState, t: int, *, unnamed: bool = False) -> _Step:
         if unnamed:
             st.pending = []
     step = st.step = _Step(st.phases[-1][0], t, st.prev_exec)
-    if st.done_for is not None and st.done_for == st.prev_exec:
-        step.mode |= EXPECT_DONE
     return step
 
 
@@ -381,21 +374,18 @@ def boundary(t: int, *, dispatched: bool = False) -> int | None:
     """A step boundary seen from outside any loop (a torch optimizer step, a JAX train step):
     used only where no framework, no `gpuwhy.step()` and no hooked iterator defines steps.
 
-    `dispatched`: the call that ends the step only queued its work on the device, and a DONE
-    record will say when that work is done (completion.py); the step it belongs to is
-    returned: the one that ended here, or, where a hooked iterator defines steps, the open one.
-    None where there is none (a framework's loop)."""
+    `dispatched`: the call that ends the step only queued its work on the device (a JAX
+    step); the step that work belongs to is returned, for a DONE record to say when it is done
+    (completion.py): the one that ended here, or, where a hooked iterator or `gpuwhy.step()`
+    defines steps, the open one. None where there is none (a framework's loop times itself)."""
     st = state()
     st.eval_at = None  # an optimizer step since `.eval()`: that was no evaluation
     if not _steps_by_optimizer(st):
         if dispatched and st.step is not None and not st.framework:
-            st.done_for = st.step.exec_id
-            return st.done_for
+            return st.step.exec_id
         return None
     unfed = st.step is not None and not st.step.pulls
     ended = st.step.exec_id if st.step is not None else None
-    if dispatched:
-        st.done_for = ended
     close_step(st, t, last=False)
     step = _open(st, t)
     step.begun = True
