@@ -253,7 +253,7 @@ MEMBERS = (
         "jax",
         {"train": 31},
         {"train": True},
-        args=("--input", "numpy", "--read-ms", "3"),
+        args=("--input", "numpy", "--read-ms", "10"),
         needs=("jax", "flax", "optax"),
         interpreter="py312-jax",
     ),
