@@ -49,7 +49,6 @@ ROOT = HERE.parent
 BATCH = 32
 RESULT = "RESULT "  # a child's last stdout line: this, then its JSON
 MAX_PAIRS = 1000
-PY312 = ROOT / ".venvs" / "py312-jax" / "bin" / "python"  # scripts/test-envs.sh makes it
 # Full / --quick sizes. Calls are per round for pure-Python hooks; framework calls take tens
 # of µs, so their loops make a tenth as many.
 ROUNDS = {False: 15, True: 3}
@@ -603,8 +602,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--python312",
         type=Path,
-        default=PY312 if PY312.exists() else None,
-        help=f"a Python 3.12 for the generator reads' hook (default {PY312.relative_to(ROOT)})",
+        default=machine.PY312 if machine.PY312.exists() else None,
+        help="a Python 3.12 for the generator reads' hook "
+        f"(default {machine.PY312.relative_to(ROOT)})",
     )
     parser.add_argument("--child", choices=[*HOOK_CHILDREN, *JOB_CHILDREN], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -14,6 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+PY312 = Path(__file__).resolve().parents[1] / ".venvs" / "py312-jax" / "bin" / "python"
+"""The Python 3.12 (with JAX) that scripts/test-envs.sh makes: a plain generator's reads are
+timed from 3.12 on, so the benches that measure them run there."""
+
 
 def _proc_field(path: str, key: str) -> str | None:
     """The value of the first `key: value` line of a /proc file, or None."""

@@ -35,7 +35,6 @@ DOC = ROOT / "docs" / "data-wait.md"
 BEGIN, END = "<!-- steady-truth:begin -->", "<!-- steady-truth:end -->"
 SHARE_TOLERANCE = 0.05
 SPEEDUP_TOLERANCE = 0.15
-PY312 = ROOT / ".venvs" / "py312-jax" / "bin" / "python"  # scripts/test-envs.sh makes it
 
 
 @dataclass(frozen=True)
@@ -83,10 +82,10 @@ def measure(member: Member, rounds: int) -> dict[str, Any]:
         PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests" / "analysis")]),
         TF_CPP_MIN_LOG_LEVEL="3",
     )
-    if member.python312 and not PY312.exists():
-        raise RuntimeError(f"{member.name}: no {PY312} (scripts/test-envs.sh py312-jax)")
+    if member.python312 and not machine.PY312.exists():
+        raise RuntimeError(f"{member.name}: no {machine.PY312} (scripts/test-envs.sh py312-jax)")
     command = [
-        str(PY312) if member.python312 else sys.executable,
+        str(machine.PY312) if member.python312 else sys.executable,
         str(JOB),
         member.loop,
         member.input,

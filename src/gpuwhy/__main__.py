@@ -11,9 +11,9 @@ def run() -> None:
     try:
         from gpuwhy.cli import console_main
     except KeyboardInterrupt:
-        exec("")  # errors.forget_interrupt: the exit code stays 130 (no module to import here)
-        print("gpuwhy: interrupted", file=sys.stderr)  # errors.ExitCode.INTERRUPTED
-        sys.exit(130)
+        from gpuwhy.errors import interrupted
+
+        sys.exit(interrupted())
     console_main()
 
 

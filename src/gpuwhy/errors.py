@@ -6,6 +6,7 @@ its one-line message and fix and exits with its code, never a traceback.
 
 from __future__ import annotations
 
+import sys
 from enum import IntEnum
 
 
@@ -66,6 +67,13 @@ class NoDeviceError(GpuwhyError):
     """The command needs a usable NVIDIA GPU and none is."""
 
     exit_code = ExitCode.NO_DEVICE
+
+
+def interrupted() -> int:
+    """A Ctrl-C stopped gpuwhy (not a child it runs): its one line, and the exit code."""
+    forget_interrupt()
+    print("gpuwhy: interrupted", file=sys.stderr)
+    return ExitCode.INTERRUPTED
 
 
 def forget_interrupt() -> None:

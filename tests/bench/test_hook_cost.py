@@ -13,6 +13,9 @@ import pytest
 
 from support import ROOT, assert_usage_error
 
+sys.path.insert(0, str(ROOT / "bench"))
+import machine
+
 SCRIPT = ROOT / "bench" / "hook_cost.py"
 HOOKS = (
     "timed_next",
@@ -25,8 +28,7 @@ HOOKS = (
 )
 # The generator reads' hook runs where scripts/test-envs.sh found a Python 3.12 (the bench's
 # default --python312); without one the bench says so in a note.
-PY312 = ROOT / ".venvs" / "py312-jax" / "bin" / "python"
-if PY312.exists():
+if machine.PY312.exists():
     HOOKS = (*HOOKS, "generator's read")
 JOBS = ("PyTorch loop", "Keras `fit` on tensorflow")
 NUMBER = re.compile(r"-?\d+(\.\d+)?")  # never nan or inf

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from gpuwhy._version import __version__
-from gpuwhy.errors import ExitCode, GpuwhyError, UsageError, forget_interrupt
+from gpuwhy.errors import ExitCode, GpuwhyError, UsageError, interrupted
 
 SUBCOMMANDS = ("doctor", "run", "try", "report", "watch", "export")
 _MODULES = {"try": "try_cmd"}  # `try` is a Python keyword
@@ -71,9 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpuwhy: {error.one_line()}", file=sys.stderr)
         return int(error.exit_code)
     except KeyboardInterrupt:
-        forget_interrupt()
-        print("gpuwhy: interrupted", file=sys.stderr)
-        return ExitCode.INTERRUPTED
+        return interrupted()
     except BrokenPipeError:
         # `gpuwhy doctor --json | head`: the reader left; nothing useful to say.
         return ExitCode.OK

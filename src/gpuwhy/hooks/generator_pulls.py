@@ -218,8 +218,8 @@ def _resumed(code: CodeType, offset: int) -> Any:
     frame = sys._getframe(1)
     back = frame.f_back
     if back is not None and back.f_code is watch.loop:
-        check = tracker.state().busy  # the previous step still running (a JAX dispatch)
-        busy = busy_bits(check, BUSY_AT_REQUEST) if check is not None else 0
+        # the previous step still running (a JAX dispatch)?
+        busy = busy_bits(tracker.state().busy, BUSY_AT_REQUEST)
         watch.reading = (id(frame), tracker.clock(), busy)
     return None
 
@@ -234,8 +234,8 @@ def _delivered(code: CodeType, offset: int, value: object) -> Any:
         return None  # a nested use of the same generator function
     watch.reading = None
     try:
-        delivered, check = tracker.clock(), tracker.state().busy
-        busy = reading[2] | (busy_bits(check, BUSY_AT_DELIVERY) if check is not None else 0)
+        delivered = tracker.clock()
+        busy = reading[2] | busy_bits(tracker.state().busy, BUSY_AT_DELIVERY)
         tracker.generator_pull(reading[1], delivered, busy)
     except Exception as error:  # never into the user's loop
         emitter.report_once("generator", f"generator read hook failed: {error!r}")

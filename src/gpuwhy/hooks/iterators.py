@@ -34,7 +34,7 @@ def timed_next(
     clock = tracker.clock
     busy_check = st.busy
     st.in_pull = True
-    busy = busy_bits(busy_check, BUSY_AT_REQUEST) if busy_check is not None else 0
+    busy = busy_bits(busy_check, BUSY_AT_REQUEST)
     if ready is not None:
         busy |= busy_bits(lambda: ready(iterator), READY_AT_REQUEST)
     request = clock()
@@ -49,14 +49,16 @@ def timed_next(
         raise
     delivery = clock()
     st.in_pull = False
-    if busy_check is not None:
-        busy |= busy_bits(busy_check, BUSY_AT_DELIVERY)
+    busy |= busy_bits(busy_check, BUSY_AT_DELIVERY)
     _record(iterator, request, delivery, True, force, busy)
     return item
 
 
-def busy_bits(check: Callable[[], bool], bit: int) -> int:
-    """`bit` (with CHECKED) if `check()` says the device is busy; 0 if it cannot tell."""
+def busy_bits(check: Callable[[], bool] | None, bit: int) -> int:
+    """`bit` (with CHECKED) if `check()` says the device is busy; 0 if it cannot tell (no
+    check, or one that fails)."""
+    if check is None:
+        return 0
     try:
         return CHECKED | (bit if check() else 0)
     except Exception:  # a readiness check that fails tells nothing
