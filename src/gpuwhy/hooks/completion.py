@@ -40,8 +40,9 @@ _thread: threading.Thread | None = None
 _lock = threading.Lock()
 
 
-def last_array(result: Any, has: str = "block_until_ready", depth: int = 0) -> Any:
-    """The last array among a step's outputs (a tuple's last item, a dict's last value...)."""
+def find_output(result: Any, has: str, *, last: bool = False, depth: int = 0) -> Any:
+    """The first (or last) of a step's outputs that has attribute `has`, looked for in
+    nested tuples, lists and dicts' values (keras_functions.py's readiness checks too)."""
     if hasattr(result, has):
         return result
     if depth >= _DEPTH:
@@ -52,11 +53,17 @@ def last_array(result: Any, has: str = "block_until_ready", depth: int = 0) -> A
         items = list(result)
     else:
         return None
-    for item in reversed(items):
-        found = last_array(item, has, depth + 1)
+    for item in reversed(items) if last else items:
+        found = find_output(item, has, last=last, depth=depth + 1)
         if found is not None:
             return found
     return None
+
+
+def last_array(result: Any) -> Any:
+    """The last JAX array among a step's outputs (a tuple's last item, a dict's last value):
+    its loss, not a buffer the next step may donate."""
+    return find_output(result, "block_until_ready", last=True)
 
 
 def watch_jax(exec_id: int | None, result: Any) -> None:

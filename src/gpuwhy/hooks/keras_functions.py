@@ -19,6 +19,7 @@ from typing import Any
 
 from gpuwhy.hooks import emitter, tracker
 from gpuwhy.hooks.attribution import DONE
+from gpuwhy.hooks.completion import find_output
 
 
 def watch(model: Any, name: str, backend: str) -> Callable[[], None] | None:
@@ -57,27 +58,13 @@ def _track_completion(model: Any, name: str, backend: str) -> Callable[[], None]
     return restore
 
 
-def _first_leaf(value: Any, has: str, depth: int = 0) -> Any:
-    if hasattr(value, has):
-        return value
-    if depth > 3:
-        return None
-    children = value.values() if isinstance(value, dict) else value
-    if isinstance(children, (list, tuple)) or isinstance(value, dict):
-        for child in children:
-            found = _first_leaf(child, has, depth + 1)
-            if found is not None:
-                return found
-    return None
-
-
 def _jax_readiness(result: Any) -> Callable[[], bool] | None:
-    leaf = _first_leaf(result, "is_ready")
+    leaf = find_output(result, "is_ready")
     return None if leaf is None else (lambda: not leaf.is_ready())
 
 
 def _torch_readiness(result: Any) -> Callable[[], bool] | None:
-    leaf = _first_leaf(result, "is_cuda")
+    leaf = find_output(result, "is_cuda")
     if leaf is None or not leaf.is_cuda:
         return _never_busy  # CPU tensors: the call returned when the work was done
     torch = sys.modules["torch"]
