@@ -332,11 +332,7 @@ def close_step(st: ThreadState, t: int, *, last: bool = True) -> None:
         _next_index[step.phase] = step.index + steps
     st.prev_exec = step.exec_id
     st.implicit_end_ns = t
-    for hook in on_step_closed:
-        try:
-            hook(step.phase, steps, t)
-        except Exception as error:  # never into the user's loop
-            emitter.report_once("step.hook", f"a step hook failed: {error!r}")
+    _call_each(on_step_closed, "a step hook", step.phase, steps, t)
 
 
 def begin_step(t: int, *, steps: int = 1, expected: int | None = 1, mode: int = 0) -> int:
@@ -391,11 +387,7 @@ def boundary(t: int, *, dispatched: bool = False) -> int | None:
     step.begun = True
     step.expected = None
     if unfed:
-        for hook in on_unfed_step:
-            try:
-                hook()
-            except Exception as error:  # never into the user's loop
-                emitter.report_once("step.hook", f"a step hook failed: {error!r}")
+        _call_each(on_unfed_step, "a step hook")
     return ended if dispatched else None
 
 
@@ -641,11 +633,7 @@ def _owner_gone_callback(st: ThreadState) -> Callable[[weakref.ref[Any]], None]:
 def finalize(t: int) -> None:
     """Interpreter exit: an implicit phase ends with its last closed step; an open step whose
     end was never seen is dropped (its end would be the program's teardown, not training)."""
-    for hook in before_finalize:
-        try:
-            hook(t)
-        except Exception as error:
-            emitter.report_once("step.hook", f"an exit hook failed: {error!r}")
+    _call_each(before_finalize, "an exit hook", t)
     for other in list(_ending_threads):  # loops of finished threads whose iterator lives on
         _settle_ending(other)
     st = state()
@@ -654,6 +642,16 @@ def finalize(t: int) -> None:
     st.step = None
     if st.phases and st.phases[-1][2] and st.implicit_end_ns is not None:
         unwind(len(st.phases) - 1, st.implicit_end_ns)
+
+
+def _call_each(hooks: list[Callable[..., None]], what: str, *args: Any) -> None:
+    """Call each of `hooks` with `args`; one that fails is reported once, never raised into
+    the user's loop."""
+    for hook in hooks:
+        try:
+            hook(*args)
+        except Exception as error:
+            emitter.report_once("step.hook", f"{what} failed: {error!r}")
 
 
 def _reset_after_fork() -> None:
