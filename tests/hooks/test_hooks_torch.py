@@ -110,6 +110,39 @@ def test_worker_processes_fork_safely(hooks: Collected) -> None:
     assert {s.pid for s in steps} == {os.getpid()}
 
 
+@pytest.mark.parametrize("leave", ["break", "raise"])
+def test_a_loop_left_early_ends_when_its_workers_have_stopped(hooks: Collected, leave: str) -> None:
+    # 8 batches of 2 samples, 20 ms a sample: leaving after the second pull, a worker is partway
+    # through the batch that pull asked for, and the iterator's destruction waits for it.
+    loader = torch.utils.data.DataLoader(
+        SlowData(sleep_s=0.02), batch_size=2, num_workers=2, multiprocessing_context="fork"
+    )
+
+    def loop() -> None:
+        for index, _ in enumerate(loader):
+            if index == 1:
+                if leave == "break":
+                    break
+                raise RuntimeError("diverged")
+
+    if leave == "break":
+        loop()
+    else:
+        with pytest.raises(RuntimeError):
+            loop()
+    done = time.monotonic_ns()
+    steps = hooks.spans(SpanKind.STEP, "train")
+    all_waits = hooks.spans(SpanKind.WAIT, "train")
+    assert len(steps) == 2 and len(step_waits(all_waits)) == 2
+    # The workers' shutdown is the loop waiting for its input to end, as at the end of its
+    # data; the last step ends with it, not when the program next calls the tracker.
+    [end] = end_of_data_waits(all_waits)
+    pull = step_waits(all_waits)[1]
+    assert end.step == steps[1].step
+    assert pull.end_ns <= end.start_ns < end.end_ns == steps[1].end_ns <= done
+    assert end.end_ns - end.start_ns >= 10e6  # a worker's batch takes 40 ms
+
+
 def test_manual_steps_take_over_and_waits_still_count(hooks: Collected) -> None:
     loader = torch.utils.data.DataLoader(SlowData(sleep_s=0.002), batch_size=8)
     with gpuwhy.phase("finetune"):

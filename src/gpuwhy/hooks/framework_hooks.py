@@ -74,6 +74,9 @@ def install_torch() -> None:
 
         patching.patch(base, "__next__", make)
         patching.patch(base, "__init__", _stamping_init)
+        workers = getattr(dataloader, "_MultiProcessingDataLoaderIter", None)
+        if workers is not None and "__del__" in vars(workers):
+            patching.patch(workers, "__del__", _timed_teardown)
         # A DataLoader loop shows torch training (backward passes, optimizer steps) to the hooks.
         tracker.shows_training = lambda source: isinstance(source, (base, iterators.LoaderIterator))
         patching.on_undo(lambda: setattr(tracker, "shows_training", None))
@@ -149,6 +152,20 @@ def _stamping_init(original: Callable[..., None]) -> Callable[..., None]:
             setattr(self, tracker.CREATED_ATTR, started)
 
     return __init__
+
+
+def _timed_teardown(original: Callable[[Any], None]) -> Callable[[Any], None]:
+    """A DataLoader iterator's `__del__` (joining its workers: as long as a batch takes to
+    make) timed for the tracker: a loop left early spent that time waiting for its input."""
+
+    @functools.wraps(original)
+    def __del__(self: Any) -> None:
+        start = tracker.clock()
+        original(self)
+        with contextlib.suppress(Exception):  # a destructor must never raise
+            tracker.owner_destroyed(self, start, tracker.clock())
+
+    return __del__
 
 
 def _noting_training(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -542,6 +542,19 @@ def _end_of_data(st: ThreadState, request_ns: int, delivery_ns: int) -> None:
     _end_implicit(st, delivery_ns)
 
 
+def owner_destroyed(source: object, start_ns: int, end_ns: int) -> None:
+    """`source`'s destructor ran from `start_ns` to `end_ns` on this thread (a DataLoader shutting
+    its workers down). If it still owned this thread's steps, its loop was left early (`break`,
+    an exception): the loop waited that long for its input to end, as at the end of its data,
+    and its last step ends there, not at whatever the program does next."""
+    if _inside_tracker():
+        return  # collected inside the tracker: the owner's weakref callback ends the loop
+    st = state()
+    if st.owner is None or st.owner() is not source:
+        return
+    _end_of_data(st, start_ns, end_ns)
+
+
 class _Ending:
     """A plain loop's data ended at `delivery`; when its iterator was let go of and destroyed."""
 
@@ -575,13 +588,20 @@ class _ReleaseWatch:
         st = ending.state()
         if st is None or st.ending is not ending or threading.get_ident() != ending.thread:
             return  # the thread settles it at its next hook call, or at exit
-        frame: types.FrameType | None = sys._getframe(1)
-        while frame is not None:
-            if frame.f_globals is globals():
-                return  # destroyed by a collection inside the tracker: settled when it returns
-            frame = frame.f_back
+        if _inside_tracker():
+            return  # destroyed by a collection inside the tracker: settled when it returns
         with contextlib.suppress(Exception):  # a destructor must never raise
             _settle_ending(st)
+
+
+def _inside_tracker() -> bool:
+    """Whether the caller was called (by a garbage collection, say) from inside this module."""
+    frame: types.FrameType | None = sys._getframe(2)
+    while frame is not None:
+        if frame.f_globals is globals():
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _await_release(st: ThreadState, source: object, request: int, delivery: int) -> bool:
