@@ -1,4 +1,5 @@
-"""Plain loops over generators, run by tests/hooks/test_generator_pulls.py on Python 3.12+.
+"""Plain loops over generators and iterator classes, run by tests/hooks/test_generator_pulls.py
+on Python 3.12+.
 
 Steps are bounded by `tracker.boundary`, the call a torch optimizer step or a JAX compiled train
 step makes (framework_hooks.py, jax_steps.py); the loop's reads are found and timed by
@@ -6,7 +7,7 @@ generator_pulls.py through `sys.monitoring`. Prints one JSON line: the spans the
 delivered (kind, start, end, steps) and whether gpuwhy still holds a monitoring tool id.
 
     python generator_loops.py SHAPE     loop | accumulate | list | wrapped | thread | taken |
-                                        counted | stepwise | late
+                                        counted | stepwise | late | class | class-stepwise
 """
 
 from __future__ import annotations
@@ -27,6 +28,23 @@ def batches(count: int, read_s: float = READ_S) -> Iterator[int]:
     for index in range(count):
         time.sleep(read_s)  # storage
         yield index
+
+
+class Batches:
+    """An iterator class of batches, as a hand-written loader is: `__next__` reads one."""
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+
+    def __iter__(self) -> Batches:
+        return self
+
+    def __next__(self) -> int:
+        if self.left == 0:
+            raise StopIteration
+        self.left -= 1
+        time.sleep(READ_S)  # storage
+        return self.left
 
 
 def progress(items: Iterable[int], bar: list[int]) -> Iterator[int]:
@@ -53,9 +71,11 @@ def loop(shape: str) -> None:
             source = list(range(BATCHES))
         elif shape == "wrapped":
             source = progress(batches(BATCHES), [0])
+        elif shape.startswith("class"):
+            source = Batches(BATCHES)
         else:
             source = batches(BATCHES)
-        if shape == "stepwise":  # a loop of steps that asks for each batch: `next(iterator)`
+        if shape.endswith("stepwise"):  # a loop of steps that asks for each batch: `next(...)`
             for _ in range(BATCHES):
                 next(source)  # type: ignore[call-overload]
                 optimizer_step()

@@ -58,12 +58,15 @@ def _covers_the_reads_only(
         assert step[1] <= wait[1] and wait[2] + COMPUTE_MS * 1e6 <= step[2], (step, wait)
 
 
-@pytest.mark.parametrize("shape", ["loop", "wrapped", "thread", "counted", "stepwise"])
+@pytest.mark.parametrize(
+    "shape", ["loop", "wrapped", "thread", "counted", "stepwise", "class", "class-stepwise"]
+)
 def test_each_read_of_the_loop_s_generator_is_a_wait_of_its_step(shape: str) -> None:
     # wrapped: a progress bar's generator around the input; the loop resumes the outer one,
     # which reads the inner one. thread: another thread reads the same generator function
     # (slower) at the same time, and none of its reads is the loop's. counted: the loop also
     # sums a generator expression each step, which is no input. stepwise: `next(iterator)`.
+    # class: an iterator class's `__next__` reads each batch (by `for`, by `next()`).
     spans, held = run_loops(shape)
     steps, waits = _of(spans, "STEP"), _of(spans, "WAIT")
     assert len(steps) == STEPS and all(s[3] == 1 for s in steps)  # reads count no steps

@@ -257,4 +257,14 @@ MEMBERS = (
         needs=("jax", "flax", "optax"),
         interpreter="py312-jax",
     ),
+    Member(
+        "Flax/Optax loop over a loader class reading slowly, Python 3.12",
+        "flax_optax.py",
+        "jax",
+        {"train": 31},
+        {"train": True},
+        args=("--input", "loader", "--read-ms", "10"),
+        needs=("jax", "flax", "optax"),
+        interpreter="py312-jax",
+    ),
 )

@@ -1,26 +1,28 @@
-"""Reads of a plain loop's own generator, timed where nothing else times the loop's input.
+"""Reads of a plain loop's own generator or iterator class, timed where nothing else times the
+loop's input.
 
-A loop over a Python generator of batches (`for x, y in batches(...):`) pulls from nothing
-gpuwhy wraps: its steps are bounded by torch optimizer steps or JAX compiled train steps
-(`tracker.boundary`) and their data wait is unknown. On Python 3.12 and later,
-`sys.monitoring` can watch one function's code alone, so:
+A loop over a Python generator of batches (`for x, y in batches(...):`), or over an object of
+its own class with a `__next__`, pulls from nothing gpuwhy wraps: its steps are bounded by
+torch optimizer steps or JAX compiled train steps (`tracker.boundary`) and their data wait is
+unknown. On Python 3.12 and later, `sys.monitoring` can watch one function's code alone, so:
 
 - once such a step ended with no timed pull, the generators the loop resumes are looked
   for: for ``SEARCH_STEPS`` steps (again later if none is found: ``RETRY_STEPS``), every
-  `yield` of the process is seen (a global event, a callback each: generators are few), and
-  those of the loop's thread are looked at. The loop's input is the first
-  generator, not the frameworks' own, that such a frame (the loop, or a function around it,
-  on the stack at the step boundary) resumed for its next item: by a `for` over it (directly
-  or through `enumerate`, `zip`...) or by `next()` — not a generator expression a call
-  consumes (`sum(p.numel() for p in ...)`);
-- from then on only that generator function's code is watched (local events): each resume to
-  the next `yield` (or its end), in the loop's thread and from the same loop, is a read of the
-  batch, a wait of the open step (`tracker.generator_pull`). Outer generators wrap inner ones
-  (`tqdm(batches())`): the outer one, resumed by the loop, times them all. A few microseconds
-  a read; code elsewhere runs unwatched.
+  `yield` and every start of a Python function in the process is seen (global events, a
+  callback each), and those of the loop's thread are looked at. The loop's input is the first
+  generator, or `__next__` method, not the frameworks' own, that such a frame (the loop, or a
+  function around it, on the stack at the step boundary) resumed or called for its next item:
+  by a `for` over it (directly or through `enumerate`, `zip`...) or by `next()` — not a
+  generator expression a call consumes (`sum(p.numel() for p in ...)`);
+- from then on only that code is watched (local events): each resume to the next `yield` (or
+  its end), each `__next__` call to its return, in the loop's thread and from the same loop,
+  is a read of the batch, a wait of the open step (`tracker.generator_pull`). A `__next__`
+  that ends the data by raising StopIteration is not timed (an unwinding is no local event).
+  Outer generators wrap inner ones (`tqdm(batches())`): the outer one, resumed by the loop,
+  times them all. A few microseconds a read; code elsewhere runs unwatched.
 
-Not found (the loop reads a list, an iterator class, or runs on Python 3.11): nothing is
-watched, and the wait stays unknown, as before.
+Not found (the loop reads a list, or runs on Python 3.11): nothing is watched, and the wait
+stays unknown, as before.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ class _Watch:
         self.around: set[CodeType] = set()  # code on the stack at the boundary (the search)
         self.excluded: tuple[str, ...] = ()  # the frameworks' folders (the search)
         self.loop: CodeType | None = None  # the code whose frame resumes the generator
-        self.generator: CodeType | None = None  # the generator function's code, watched
+        self.generator: CodeType | None = None  # the generator's or `__next__`'s code, watched
         # (id of the generator's frame, request, what the device-busy check said then)
         self.reading: tuple[int, int, int] | None = None
 
@@ -136,7 +138,8 @@ def _start_search(frame: FrameType | None) -> None:
     watch.searching = 1
     events = monitoring.events
     monitoring.register_callback(watch.tool, events.PY_YIELD, _seen_yield)
-    monitoring.set_events(watch.tool, events.PY_YIELD)
+    monitoring.register_callback(watch.tool, events.PY_START, _seen_start)
+    monitoring.set_events(watch.tool, events.PY_YIELD | events.PY_START)
 
 
 def _framework_dirs() -> tuple[str, ...]:
@@ -154,16 +157,39 @@ def _seen_yield(code: CodeType, offset: int, value: object) -> Any:
     if watch.searching == 0 or threading.get_ident() != watch.thread:
         return None
     try:
-        if not code.co_flags & _GENERATOR or code.co_filename.startswith(watch.excluded):
-            return None
-        back = sys._getframe(1).f_back
-        if back is None or back.f_code not in watch.around or not _takes_next(back, code):
-            return None
-        watch.loop = back.f_code
-        _stop_search(found=True, generator=code)
+        if code.co_flags & _GENERATOR:
+            _found_if_read(code)
     except Exception as error:  # never into the user's code
         emitter.report_once("generator", f"generator search failed: {error!r}")
     return None
+
+
+def _seen_start(code: CodeType, offset: int) -> Any:
+    """Search: a Python function starts. An iterator class's `__next__`, called by a frame
+    around the step for its next item, is the loop's input."""
+    watch = _watch
+    if watch.searching == 0 or code.co_name != "__next__":
+        return None
+    if threading.get_ident() != watch.thread:
+        return None
+    try:
+        _found_if_read(code)
+    except Exception as error:  # never into the user's code
+        emitter.report_once("generator", f"generator search failed: {error!r}")
+    return None
+
+
+def _found_if_read(code: CodeType) -> None:
+    """Found, if `code` (a generator yielding, a `__next__` starting: the frame two calls up)
+    is none of the frameworks' and a frame around the step asked it for its next item."""
+    watch = _watch
+    if code.co_filename.startswith(watch.excluded):
+        return
+    back = sys._getframe(2).f_back
+    if back is None or back.f_code not in watch.around or not _takes_next(back, code):
+        return
+    watch.loop = back.f_code
+    _stop_search(found=True, generator=code)
 
 
 def _takes_next(frame: FrameType, generator: CodeType) -> bool:
@@ -192,6 +218,7 @@ def _stop_search(*, found: bool, generator: CodeType | None = None) -> None:
     try:
         monitoring.set_events(tool, 0)
         monitoring.register_callback(tool, monitoring.events.PY_YIELD, None)
+        monitoring.register_callback(tool, monitoring.events.PY_START, None)
         if not found or generator is None:
             _release(watch)
             return
@@ -211,7 +238,7 @@ def _stop_search(*, found: bool, generator: CodeType | None = None) -> None:
 
 
 def _resumed(code: CodeType, offset: int) -> Any:
-    """The loop asked its generator for the next batch (or started it)."""
+    """The loop asked its generator (or iterator) for the next batch (or started it)."""
     watch = _watch
     if threading.get_ident() != watch.thread:
         return None
@@ -225,7 +252,7 @@ def _resumed(code: CodeType, offset: int) -> Any:
 
 
 def _delivered(code: CodeType, offset: int, value: object) -> Any:
-    """The generator gave the batch (or ended): the read is over."""
+    """The generator (or `__next__`) gave the batch (or ended): the read is over."""
     watch = _watch
     reading = watch.reading
     if reading is None or threading.get_ident() != watch.thread:

@@ -5,6 +5,8 @@ optimizer, a `jax.jit` train step, batches from
                      `as_numpy_iterator()`, as the Flax examples feed their loops
     --input numpy    a Python generator slicing NumPy arrays; `--read-ms MS` makes it read
                      each batch that long (a sleep standing for storage)
+    --input loader   the same reads through a hand-written loader class (`__next__`), as
+                     JAX code bases without a framework loader write one
 
 Prints the final loss.
 """
@@ -39,6 +41,25 @@ def numpy_batches(
         yield x[first : first + BATCH], y[first : first + BATCH]
 
 
+class Loader:
+    """Batches of the arrays, one per `__next__`, each read `read_s` long."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, read_s: float = 0.0) -> None:
+        self.x, self.y, self.read_s, self.first = x, y, read_s, 0
+
+    def __iter__(self) -> Loader:
+        return self
+
+    def __next__(self) -> tuple[np.ndarray, np.ndarray]:
+        first = self.first
+        if first >= len(self.x):
+            raise StopIteration
+        self.first += BATCH
+        if self.read_s:
+            time.sleep(self.read_s)
+        return self.x[first : first + BATCH], self.y[first : first + BATCH]
+
+
 def tfdata_batches(x: np.ndarray, y: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     import tensorflow as tf
 
@@ -56,7 +77,7 @@ def tfdata_batches(x: np.ndarray, y: np.ndarray) -> Iterator[tuple[np.ndarray, n
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--input", choices=("tfdata", "numpy"), required=True)
+    parser.add_argument("--input", choices=("tfdata", "numpy", "loader"), required=True)
     parser.add_argument("--read-ms", type=float, default=0.0)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
@@ -80,7 +101,12 @@ def main() -> None:
     read_s = args.read_ms / 1000
     loss = jnp.float32(0.0)
     for _ in range(EPOCHS):
-        batches = tfdata_batches(x, y) if args.input == "tfdata" else numpy_batches(x, y, read_s)
+        if args.input == "tfdata":
+            batches: Iterator[tuple[np.ndarray, np.ndarray]] = tfdata_batches(x, y)
+        elif args.input == "loader":
+            batches = Loader(x, y, read_s)
+        else:
+            batches = numpy_batches(x, y, read_s)
         for features, labels in batches:
             params, opt_state, loss = train_step(params, opt_state, features, labels)
     print(f"final loss {float(loss):.6f}")
