@@ -203,6 +203,20 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
             for pid in entry.steps
         )
     steady_ns = total_ns(busiest.intervals) if busiest else 0
+    waiting = next((pid for pid, s in steady.items() if s is busiest), None)
+    if len(entry.steps) >= 2:
+        waiting = max(
+            entry.steps,
+            key=lambda pid: total_ns(
+                union(_clip_all(entry.waits.get(pid, []), IntervalSet(steady[pid].intervals)))
+            ),
+        )
+    lone = len(entry.steps) >= 2 or pids <= {waiting}
+    longest_ns = (
+        _longest_wait_ns(entry.waits.get(waiting, []), steady[waiting].intervals)
+        if lone and waiting in steady
+        else 0
+    )
     gaps_ns = [
         _step_gaps_ns(entry.steps[pid], entry.waits.get(pid, []), extent) for pid in entry.steps
     ]
@@ -233,6 +247,7 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         steady_time_s=steady_ns / NS_PER_S if busiest else None,
         steady_steps=busiest.count if busiest else 0,
         steady_data_wait_s=steady_wait / NS_PER_S,
+        steady_wait_longest_s=longest_ns / NS_PER_S,
         one_time_s=max(time_ns - steady_ns, 0) / NS_PER_S if busiest else 0.0,
         warmup_steps=sum(max(s.steps, 1) for s in busiest.warmup) if busiest else 0,
         warmup_s=_warmup_ns(busiest) / NS_PER_S if busiest else 0.0,
@@ -251,6 +266,18 @@ def _warmup_ns(steady: _Steady) -> int:
     """Each warm-up step from its start to the next step's start (warm-up or steady)."""
     starts = sorted(s.start_ns for s in (*steady.warmup, *steady.steps))
     return sum(starts[bisect.bisect_right(starts, w.start_ns)] - w.start_ns for w in steady.warmup)
+
+
+def _longest_wait_ns(waits: list[Interval], intervals: Iterable[Interval]) -> int:
+    """The longest stretch of waiting without a break inside any one of `intervals`."""
+    return max(
+        (
+            end - start
+            for interval in intervals
+            for start, end in union(_clip_all(waits, IntervalSet([interval])))
+        ),
+        default=0,
+    )
 
 
 def _clip_all(intervals: list[Interval], extent: IntervalSet) -> list[Interval]:

@@ -44,3 +44,13 @@ def test_the_overlap_of_two_interval_lists_matches_a_point_count() -> None:
         )
         assert SortedRuns.of(first).overlap_with_ns(SortedRuns.of(second)) == counted
         assert SortedRuns.of(second).overlap_with_ns(SortedRuns.of(first)) == counted
+
+
+def test_the_longest_part_inside_a_window_matches_clipping_each_interval() -> None:
+    rng = random.Random(11)
+    for _ in range(300):
+        runs = union((a, a + rng.randint(1, 12)) for a in rng.sample(range(100), 10))
+        start = rng.randint(-5, 100)
+        end = start + rng.randint(0, 60)
+        expected = max((e - s for s, e in clip(runs, start, end)), default=0)
+        assert SortedRuns.of(runs).longest_inside_ns(start, end) == expected

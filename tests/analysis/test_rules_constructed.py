@@ -302,6 +302,31 @@ def test_a_sliver_of_a_phase_waiting_a_fifth_of_its_time_is_not_input_bound(tmp_
     assert _input_bound_phases(diagnosis) == []
 
 
+@pytest.mark.parametrize("spread", [False, True])
+def test_one_step_s_stall_is_no_input_pipeline_but_the_same_wait_recurring_is(
+    tmp_path: Path, spread: bool
+) -> None:
+    """An evaluation of 8 steps of 30 ms after training, 0.8 s of wait in all: in one step's
+    read (a stall partway through: a collection, the process descheduled), or 0.1 s in each.
+    Both are 77 % of the phase and 7 % of all steady time; only the recurring wait is a pipeline
+    too slow for its steps."""
+    run = Run(tmp_path / "r.db", duration_s=13, environment=NO_GPU_ENV)
+    end = _train(run, step_s=0.1, count=100)  # 1 .. 11 s, no wait
+    start = end + 0.5
+    if spread:
+        t = run.steps("evaluate", start, 8, 0.03, wait_s=0.1)
+    else:
+        t = run.steps("evaluate", start, 4, 0.03, wait_s=0.0001)
+        t = run.steps("evaluate", t, 1, 0.03, wait_s=0.8)
+        t = run.steps("evaluate", t, 3, 0.03, wait_s=0.0001)
+    run.phase("evaluate", start, t)
+    diagnosis = _diagnose(run)
+    phase = diagnosis.phases["evaluate"]
+    assert phase.data_wait_fraction == pytest.approx(0.77, abs=0.01)
+    assert phase.steady_wait_longest_s == pytest.approx(0.1 if spread else 0.8, abs=0.001)
+    assert _input_bound_phases(diagnosis) == (["evaluate"] if spread else [])
+
+
 def test_steady_steps_waiting_after_a_long_start_up_stay_input_bound(tmp_path: Path) -> None:
     """A short try of a long job: 60 s of start-up, then 3 s of steps waiting 60 % of the time.
     The wait is 3 % of the run's wall time, but all of the work that would repeat."""

@@ -118,6 +118,22 @@ class SortedRuns:
         head, tail = start_ns - self.starts[first], self.ends[stop - 1] - end_ns
         return inside - (head if head > 0 else 0) - (tail if tail > 0 else 0)
 
+    def longest_inside_ns(self, start_ns: int, end_ns: int) -> int:
+        """The longest stretch these intervals cover without a break (touching ones join)
+        inside ``[start_ns, end_ns)``."""
+        first = bisect.bisect_right(self.ends, start_ns)
+        stop = bisect.bisect_left(self.starts, end_ns)
+        if first >= stop:
+            return 0
+        starts, ends = self.starts[first:stop], self.ends[first:stop]
+        if any(map(operator.eq, ends[:-1], starts[1:])):
+            merged = union(zip(starts, ends, strict=True))
+            starts, ends = [s for s, _ in merged], [e for _, e in merged]
+        lengths: list[int] = list(map(operator.sub, ends, starts))
+        lengths[0] = min(ends[0], end_ns) - max(starts[0], start_ns)
+        lengths[-1] = min(ends[-1], end_ns) - max(starts[-1], start_ns)
+        return max(lengths)
+
     def overlap_with_ns(self, other: SortedRuns) -> int:
         """Length of the overlap of two sets of disjoint intervals (C-speed searches, then one
         pass over ``other``)."""

@@ -44,6 +44,7 @@ from gpuwhy.analysis.spanruns import (
 from gpuwhy.analysis.steady import (
     SteadyState,
     input_ends_of,
+    longest_steady_wait_ns,
     rounds_of,
     steady_state,
     steady_wait_ns,
@@ -105,6 +106,7 @@ class PhaseStats:
     steady_time_s: float | None = None  # None: the phase has no steps
     steady_steps: int = 0
     steady_data_wait_s: float = 0.0
+    steady_wait_longest_s: float = 0.0  # of steady_data_wait_s: the longest one step waited
     one_time_s: float = 0.0  # the phase's time outside its steady steps
     warmup_steps: int = 0
     warmup_s: float = 0.0  # of one_time_s: leading steps > 3x the median step
@@ -222,7 +224,8 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         )
         for pid, runs in entry.steps.items()
     }
-    busiest = max(steady.values(), key=lambda s: (s.steps, s.time_ns), default=None)
+    busiest_pid = max(steady, key=lambda pid: (steady[pid].steps, steady[pid].time_ns), default=0)
+    busiest = steady.get(busiest_pid)
     dropped = [s.dropped_ns for s in steady.values() if s.dropped_ns is not None]
     p50, p95 = (
         rank_percentiles(durations, (0.50, 0.95), sorted(itertools.chain.from_iterable(dropped)))
@@ -234,11 +237,21 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         steady_wait_ns(waits[pid], steady.get(pid) or busiest) for pid in pids if busiest
     ]
     steady_wait = sum(steady_waits_ns) / len(steady_waits_ns) if steady_waits_ns else 0.0
+    waiting_pid = busiest_pid
     if len(ranks) >= 2:
         # Ranks in lockstep move at the pace of the one whose input is slowest: its wait is
         # the phase's (the others spend it waiting for that rank at the collective).
         wait_ns = max(waited_ns(waits[pid], extent) for pid in ranks)
-        steady_wait = max(steady_wait_ns(waits[pid], steady[pid]) for pid in ranks)
+        waiting_pid = max(ranks, key=lambda pid: steady_wait_ns(waits[pid], steady[pid]))
+        steady_wait = steady_wait_ns(waits[waiting_pid], steady[waiting_pid])
+    # One process's wait (or the slowest rank's) has a longest stretch; an average over a
+    # stepping process and a reader's has none (0: no stall is told apart).
+    lone = len(ranks) >= 2 or pids <= {busiest_pid}
+    longest_ns = (
+        longest_steady_wait_ns(waits[waiting_pid], steady[waiting_pid])
+        if lone and waiting_pid in steady
+        else 0
+    )
     steady_ns = busiest.time_ns if busiest else 0
     processes = _processes(entry, steady, waits, (p50, p95))
     gaps_ns = [step_gaps_ns(entry.steps[pid], waits[pid], extent) for pid in entry.steps]
@@ -265,6 +278,7 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         steady_time_s=steady_ns / NS_PER_S if busiest else None,
         steady_steps=busiest.steps if busiest else 0,
         steady_data_wait_s=steady_wait / NS_PER_S,
+        steady_wait_longest_s=longest_ns / NS_PER_S,
         one_time_s=max(time_ns - steady_ns, 0) / NS_PER_S if busiest else 0.0,
         warmup_steps=busiest.warmup_steps if busiest else 0,
         warmup_s=busiest.warmup_ns / NS_PER_S if busiest else 0.0,

@@ -257,3 +257,8 @@ def input_ends_of(waits: Runs) -> list[Interval]:
 def steady_wait_ns(waits: SortedRuns, steady: SteadyState) -> int:
     """Input wait inside the steady intervals."""
     return waited_ns(waits, steady.intervals)
+
+
+def longest_steady_wait_ns(waits: SortedRuns, steady: SteadyState) -> int:
+    """The longest single wait (one step's) inside the steady intervals."""
+    return max((waits.longest_inside_ns(a, b) for a, b in steady.intervals), default=0)
