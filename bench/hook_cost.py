@@ -227,33 +227,58 @@ def python_hooks(calls: int) -> list[Hook]:
     ]
 
 
+class _Endless:
+    """An iterator class (a hand-written loader): `__next__` gives the next item."""
+
+    def __iter__(self) -> _Endless:
+        return self
+
+    def __next__(self) -> None:
+        return None
+
+
 def generator_hooks(calls: int) -> list[Hook]:
-    """(f) a plain loop over a generator, its steps bounded as a torch optimizer step bounds
-    them (`tracker.boundary`), its reads found and timed by generator_pulls (Python 3.12+)."""
+    """(f) a plain loop over a generator or an iterator class, its steps bounded as a torch
+    optimizer step bounds them (`tracker.boundary`), its reads found and timed by
+    generator_pulls (Python 3.12+)."""
     from gpuwhy.hooks import generator_pulls, tracker
 
     def endless() -> Any:
         yield from itertools.repeat(None)
 
-    def reads(n: int) -> Loop:
-        def loop() -> None:
-            for _ in itertools.islice(endless(), n):
-                pass
+    def reads(source: Callable[[], Any]) -> Body:
+        def body(n: int) -> Loop:
+            def loop() -> None:
+                for _ in itertools.islice(source(), n):
+                    pass
 
-        return loop
+            return loop
 
-    def stepped_reads(n: int) -> Loop:
-        generator_pulls.install()  # undone with the other hooks, by `auto.uninstall()`
-        boundary, clock = tracker.boundary, tracker.clock
+        return body
 
-        def loop() -> None:
-            for _ in itertools.islice(endless(), n):
-                boundary(clock())
+    def stepped_reads(source: Callable[[], Any]) -> Body:
+        def body(n: int) -> Loop:
+            generator_pulls.install()  # undone with the other hooks, by `auto.uninstall()`
+            boundary, clock = tracker.boundary, tracker.clock
 
-        return loop
+            def loop() -> None:
+                for _ in itertools.islice(source(), n):
+                    boundary(clock())
 
-    label = "a generator's read + `tracker.boundary` (a plain loop's step, Python 3.12)"
-    return [Hook(label, reads, stepped_reads, calls)]
+            return loop
+
+        return body
+
+    step = "+ `tracker.boundary` (a plain loop's step, Python 3.12)"
+    return [
+        Hook(f"a generator's read {step}", reads(endless), stepped_reads(endless), calls),
+        Hook(
+            f"an iterator class's `__next__` {step}",
+            reads(_Endless),
+            stepped_reads(_Endless),
+            calls,
+        ),
+    ]
 
 
 def torch_hooks(calls: int) -> list[Hook]:

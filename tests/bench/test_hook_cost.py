@@ -26,10 +26,10 @@ HOOKS = (
     "Keras callback",
     "tf.data wait stamps",
 )
-# The generator reads' hook runs where scripts/test-envs.sh found a Python 3.12 (the bench's
-# default --python312); without one the bench says so in a note.
+# The generator and iterator class reads' hooks run where scripts/test-envs.sh found a Python
+# 3.12 (the bench's default --python312); without one the bench says so in a note.
 if machine.PY312.exists():
-    HOOKS = (*HOOKS, "generator's read")
+    HOOKS = (*HOOKS, "generator's read", "iterator class's `__next__`")
 JOBS = ("PyTorch loop", "Keras `fit` on tensorflow")
 NUMBER = re.compile(r"-?\d+(\.\d+)?")  # never nan or inf
 
