@@ -160,10 +160,19 @@ def _timed_teardown(original: Callable[[Any], None]) -> Callable[[Any], None]:
 
     @functools.wraps(original)
     def __del__(self: Any) -> None:
-        start = tracker.clock()
+        # Plain try blocks, no helper: at interpreter exit this module's globals may be gone,
+        # and the workers must be shut down whatever the timing does.
+        try:
+            start = tracker.clock()
+        except Exception:
+            start = None
         original(self)
-        with contextlib.suppress(Exception):  # a destructor must never raise
+        if start is None:
+            return
+        try:
             tracker.owner_destroyed(self, start, tracker.clock())
+        except Exception:  # a destructor must never raise
+            return
 
     return __del__
 
