@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,29 +24,40 @@ JOB = Path(__file__).resolve().parent / "scripts" / "torch_one_stall.py"
 EXTRA_S, STEPS = 0.3, 60  # the job's
 
 
-def _report(tmp_path: Path, extra: str) -> dict[str, Any]:
+def _gpuwhy(tmp_path: Path, *args: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "gpuwhy", "run", "--quiet", "--json", str(tmp_path / "r.json"),
-         "--", sys.executable, str(JOB), "--extra", extra],
+        [sys.executable, "-m", "gpuwhy", *args],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src"), COLUMNS="200"),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    return dict(json.loads((tmp_path / "r.json").read_text()))
+    return done.stdout
+
+
+def _report(tmp_path: Path, extra: str) -> tuple[dict[str, Any], str]:
+    """(the JSON report, the terminal report) of the job run under `gpuwhy run`."""
+    record, report = tmp_path / "r.db", tmp_path / "r.json"
+    _gpuwhy(tmp_path, "run", "--quiet", "--record", str(record), "--json", str(report), "--",
+            sys.executable, str(JOB), "--extra", extra)  # fmt: skip
+    return dict(json.loads(report.read_text())), _gpuwhy(tmp_path, "report", str(record))
 
 
 @pytest.mark.parametrize("extra", ["stall", "spread"])
 def test_only_a_wait_that_recurs_is_input_bound(tmp_path: Path, extra: str) -> None:
-    report = _report(tmp_path, extra)
+    report, terminal = _report(tmp_path, extra)
     train = report["phases"]["train"]
     assert train["steps"] == STEPS
     # Either way the loop stood still for the extra time, most of its steady time.
     assert train["steady_data_wait_s"] >= EXTRA_S
     assert train["data_wait_fraction"] >= HIGH_FRACTION
     bound = [f for f in report["findings"] if f["code"] == "INPUT_BOUND"]
+    stalled = "A stall, not a slow input" in terminal
     if extra == "stall":
         assert bound == [], bound
+        assert train["steady_wait_longest_s"] >= EXTRA_S  # the stalled read, whole
+        assert stalled and re.search(r"'train' waited [\d.]+ m?s in one step", terminal), terminal
     else:
+        assert not stalled, terminal
         [finding] = bound
         # The longest step's wait is one batch's share of it, not a stall.
         assert finding["evidence"]["longest_step_wait_s"] < EXTRA_S / 4

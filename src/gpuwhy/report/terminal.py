@@ -22,6 +22,7 @@ from rich.text import Text
 
 from gpuwhy.analysis import Diagnosis, PhaseStats
 from gpuwhy.analysis.ranks import RankPhase
+from gpuwhy.analysis.rules.input_bound import MODERATE_FRACTION, one_stall
 from gpuwhy.model import Finding, Severity
 from gpuwhy.report.verdict import environment_problems, verdict
 
@@ -219,6 +220,27 @@ def _one_time_line(phases: Mapping[str, PhaseStats]) -> str:
     return "One-time work (step and data-wait figures are of the steady steps): " + "; ".join(parts)
 
 
+def _stall_line(phases: Mapping[str, PhaseStats]) -> str:
+    """Phases whose steady wait is one step's stall: their data-wait share is no input too slow
+    for its steps, and INPUT_BOUND was held back (rules/input_bound.py)."""
+    parts = []
+    for phase in phases.values():
+        fraction = phase.data_wait_fraction
+        if phase.is_pseudo or fraction is None or fraction < MODERATE_FRACTION:
+            continue
+        if not one_stall(phase):
+            continue
+        rest = phase.steady_data_wait_s - phase.steady_wait_longest_s
+        parts.append(
+            f"'{phase.name}' waited {_seconds(phase.steady_wait_longest_s)} in one step, its "
+            f"other steady steps {_pct(max(rest, 0.0) / (phase.steady_time_s or phase.time_s))} "
+            "of their time"
+        )
+    if not parts:
+        return ""
+    return "A stall, not a slow input (it does not recur, so no INPUT_BOUND): " + "; ".join(parts)
+
+
 def _evidence(evidence: Mapping[str, Any]) -> str:
     items = [(k, v) for k, v in evidence.items() if k != "reference" and v is not None]
     shown = [f"{k}={v}" for k, v in items[:_MAX_EVIDENCE]]
@@ -329,9 +351,9 @@ def render(diagnosis: Diagnosis, console: Console) -> None:
         _wrapped(console, Text(_nodes_line(nodes), style="dim"))
     _wrapped(console, Text("Verdict: ", style="bold").append(verdict(diagnosis)))
     _wrapped(console, _phase_table(diagnosis.phases))
-    one_time = _one_time_line(diagnosis.phases)
-    if one_time:
-        _wrapped(console, Text(one_time, style="dim"))
+    for note in (_one_time_line(diagnosis.phases), _stall_line(diagnosis.phases)):
+        if note:
+            _wrapped(console, Text(note, style="dim"))
     _rank_section(diagnosis, console)
     if diagnosis.kernels is not None:
         console.print(Text("Kernel level (from the trace)", style="bold underline"))

@@ -92,13 +92,13 @@ def _steady_s(phase: PhaseStats) -> float:
     return phase.steady_time_s or phase.time_s
 
 
-def _one_stall(phase: PhaseStats, wait_s: float) -> bool:
+def one_stall(phase: PhaseStats) -> bool:
     """Whether the phase's steady wait is one step's stall: the other steady steps together
     wait less than the moderate band of the steady time."""
     steady_s = _steady_s(phase)
     if phase.steady_steps < FEWEST_STEADY_STEPS or steady_s <= 0:
         return False  # too few steps to tell a stall from a pattern: the run gate decides
-    return (wait_s - phase.steady_wait_longest_s) / steady_s < MODERATE_FRACTION
+    return (_steady_wait_s(phase) - phase.steady_wait_longest_s) / steady_s < MODERATE_FRACTION
 
 
 def check(ctx: RunContext) -> list[Finding]:
@@ -116,7 +116,7 @@ def check(ctx: RunContext) -> list[Finding]:
         few_steps = phase.steps < FEWEST_STEADY_STEPS
         if (few_steps or not high) and run_fraction < MODERATE_FRACTION:
             continue
-        if steady_run_fraction < MODERATE_FRACTION or _one_stall(phase, wait_s):
+        if steady_run_fraction < MODERATE_FRACTION or one_stall(phase):
             continue
         est = whatif.remove_wait(ctx.duration_s, wait_s, phase.name)
         steady_s = _steady_s(phase)
