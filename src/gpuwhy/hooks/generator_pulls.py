@@ -153,43 +153,36 @@ def _framework_dirs() -> tuple[str, ...]:
 
 def _seen_yield(code: CodeType, offset: int, value: object) -> Any:
     """Search: a `yield` anywhere. The loop's generator yields to a frame around the step."""
-    watch = _watch
-    if watch.searching == 0 or threading.get_ident() != watch.thread:
-        return None
-    try:
-        if code.co_flags & _GENERATOR:
-            _found_if_read(code)
-    except Exception as error:  # never into the user's code
-        emitter.report_once("generator", f"generator search failed: {error!r}")
+    if code.co_flags & _GENERATOR:
+        _found_if_read(code)
     return None
 
 
 def _seen_start(code: CodeType, offset: int) -> Any:
     """Search: a Python function starts. An iterator class's `__next__`, called by a frame
     around the step for its next item, is the loop's input."""
-    watch = _watch
-    if watch.searching == 0 or code.co_name != "__next__":
-        return None
-    if threading.get_ident() != watch.thread:
-        return None
-    try:
+    if code.co_name == "__next__":
         _found_if_read(code)
-    except Exception as error:  # never into the user's code
-        emitter.report_once("generator", f"generator search failed: {error!r}")
     return None
 
 
 def _found_if_read(code: CodeType) -> None:
-    """Found, if `code` (a generator yielding, a `__next__` starting: the frame two calls up)
-    is none of the frameworks' and a frame around the step asked it for its next item."""
+    """While searching, in the loop's thread: found, if `code` (a generator yielding, a
+    `__next__` starting: the frame two calls up, under its event's callback) is none of the
+    frameworks' and a frame around the step asked it for its next item."""
     watch = _watch
-    if code.co_filename.startswith(watch.excluded):
+    if watch.searching == 0 or threading.get_ident() != watch.thread:
         return
-    back = sys._getframe(2).f_back
-    if back is None or back.f_code not in watch.around or not _takes_next(back, code):
-        return
-    watch.loop = back.f_code
-    _stop_search(found=True, generator=code)
+    try:
+        if code.co_filename.startswith(watch.excluded):
+            return
+        back = sys._getframe(2).f_back
+        if back is None or back.f_code not in watch.around or not _takes_next(back, code):
+            return
+        watch.loop = back.f_code
+        _stop_search(found=True, generator=code)
+    except Exception as error:  # never into the user's code
+        emitter.report_once("generator", f"generator search failed: {error!r}")
 
 
 def _takes_next(frame: FrameType, generator: CodeType) -> bool:

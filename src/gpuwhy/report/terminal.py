@@ -22,7 +22,7 @@ from rich.text import Text
 
 from gpuwhy.analysis import Diagnosis, PhaseStats
 from gpuwhy.analysis.ranks import RankPhase
-from gpuwhy.analysis.rules.input_bound import MODERATE_FRACTION, one_stall
+from gpuwhy.analysis.rules.input_bound import MODERATE_FRACTION, one_stall, others_wait_fraction
 from gpuwhy.model import Finding, Severity
 from gpuwhy.report.verdict import environment_problems, verdict
 
@@ -230,11 +230,9 @@ def _stall_line(phases: Mapping[str, PhaseStats]) -> str:
             continue
         if not one_stall(phase):
             continue
-        rest = phase.steady_data_wait_s - phase.steady_wait_longest_s
         parts.append(
             f"'{phase.name}' waited {_seconds(phase.steady_wait_longest_s)} in one step, its "
-            f"other steady steps {_pct(max(rest, 0.0) / (phase.steady_time_s or phase.time_s))} "
-            "of their time"
+            f"other steady steps {_pct(others_wait_fraction(phase))} of their time"
         )
     if not parts:
         return ""

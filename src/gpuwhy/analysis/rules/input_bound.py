@@ -92,13 +92,20 @@ def _steady_s(phase: PhaseStats) -> float:
     return phase.steady_time_s or phase.time_s
 
 
+def others_wait_fraction(phase: PhaseStats) -> float | None:
+    """The share of the steady time that the steady steps waited, less the longest one step
+    waited; None where too few steps tell a stall from a pattern (the run gate decides)."""
+    steady_s = _steady_s(phase)
+    if phase.steady_steps < FEWEST_STEADY_STEPS or steady_s <= 0:
+        return None
+    return max(_steady_wait_s(phase) - phase.steady_wait_longest_s, 0.0) / steady_s
+
+
 def one_stall(phase: PhaseStats) -> bool:
     """Whether the phase's steady wait is one step's stall: the other steady steps together
     wait less than the moderate band of the steady time."""
-    steady_s = _steady_s(phase)
-    if phase.steady_steps < FEWEST_STEADY_STEPS or steady_s <= 0:
-        return False  # too few steps to tell a stall from a pattern: the run gate decides
-    return (_steady_wait_s(phase) - phase.steady_wait_longest_s) / steady_s < MODERATE_FRACTION
+    others = others_wait_fraction(phase)
+    return others is not None and others < MODERATE_FRACTION
 
 
 def check(ctx: RunContext) -> list[Finding]:
