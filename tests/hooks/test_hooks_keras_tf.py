@@ -258,3 +258,48 @@ def test_predict_on_arrays_is_not_stamped_and_says_so(hooks: Collected) -> None:
     assert len(hooks.spans(SpanKind.STEP, "predict")) == 6
     assert hooks.spans(SpanKind.WAIT, "predict") == []
     assert [e.data["phase"] for e in hooks.events("data_wait_unavailable")] == ["predict"]
+
+
+@pytest.mark.parametrize("steps_per_epoch", [None, 3])
+def test_only_the_iterators_keras_pulls_from_are_stamped(
+    hooks: Collected, monkeypatch: pytest.MonkeyPatch, steps_per_epoch: int | None
+) -> None:
+    """Keras makes the next epoch's iterator when an epoch has seen all its batches. Without
+    `steps_per_epoch` it makes another at that epoch's start and never pulls from the first:
+    only the pulled ones pay for the stamps (each ~6 ms to instantiate), and every step of
+    every epoch still has its wait."""
+    from tensorflow.python.data.ops import dataset_ops
+
+    from gpuwhy.hooks import tfdata_wait
+
+    made: list[bool] = []
+    iterate = dataset_ops.DatasetV2.__iter__
+
+    def spy(dataset: Any) -> Any:
+        made.append(tfdata_wait.is_stamped(dataset))
+        return iterate(dataset)
+
+    monkeypatch.setattr(dataset_ops.DatasetV2, "__iter__", spy)
+    x = np.zeros((48, 4), dtype="float32")
+    y = np.zeros((48, 1), dtype="float32")
+    epochs = 3
+    m = model()
+    m.fit(
+        x,
+        y,
+        batch_size=BATCH,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        validation_data=(x[:32], y[:32]),
+        verbose=0,
+        shuffle=False,
+    )
+    # Each epoch: its train iterator, then its validation's (in-memory arrays: 3 and 2 batches).
+    # With steps_per_epoch, the iterator made at an epoch's end is the next epoch's: stamped.
+    train = epochs if steps_per_epoch is None else epochs + 1
+    assert made.count(True) == train + epochs, made
+    if steps_per_epoch is None:
+        assert made.count(False) == 2 * epochs, made  # one made for nothing per epoch and phase
+    assert counts(hooks)["train"] == (3 * epochs, 3 * epochs, 3 * epochs)
+    assert counts(hooks)["validation"] == (2 * epochs, 2 * epochs, 2 * epochs)
+    assert hooks.events("data_wait_unavailable") == []

@@ -123,6 +123,8 @@ def _graph_timing(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
     @functools.wraps(original)
     def _get_iterator(self: Any) -> Any:
         dataset = original(self)
+        if _made_for_nothing(self):
+            return dataset
         in_memory = type(getattr(self, "data_adapter", None)).__name__ == "ArrayDataAdapter"
         if in_memory and tracker.current_phase() in ("evaluate", "predict"):
             # Arrays get a new dataset every call, and stamping one costs ~20 ms to set up:
@@ -137,6 +139,24 @@ def _graph_timing(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
         return wrapped
 
     return _get_iterator
+
+
+def _made_for_nothing(epoch_iterator: Any) -> bool:
+    """Whether Keras asks for the iterator it makes when an epoch has seen all its batches.
+
+    Keras 3 (`EpochIterator._enumerate_iterator`) then makes the next epoch's iterator at once,
+    but without `steps_per_epoch` it makes yet another at that epoch's start and never pulls
+    from the first. Stamps would only cost it ~6 ms to instantiate: it keeps the plain dataset.
+    """
+    batches = getattr(epoch_iterator, "_num_batches", None)
+    seen = getattr(epoch_iterator, "_steps_seen", None)
+    return (
+        getattr(epoch_iterator, "steps_per_epoch", 0) is None
+        and isinstance(batches, int)
+        and isinstance(seen, int)
+        and batches > 0
+        and seen >= batches
+    )
 
 
 def _set_mode(mode: int, reason: str | None) -> None:

@@ -13,9 +13,9 @@ and the wrapper turns tf.data's `inject_prefetch` off (adding the very `prefetch
 rewrite would have added beneath the stages), so a stamp is the consumer's moment, never a
 prefetch thread's. Elements, their order and the pipeline the user built are unchanged; the
 stages run on the consumer's thread (`_inline_map`) and cost ~20 µs of CPU per batch, plus
-~10 ms per iterator (Keras makes one or two per epoch and phase) to instantiate their two
-functions; no device sync. The flusher thread reads the
-ring (`poll`) and attributes pulls to steps by time (`attribution.py`).
+~6-10 ms per iterator (Keras pulls from one per epoch and phase; keras_patches leaves the one
+it makes for nothing plain) to instantiate their two functions; no device sync. The flusher
+thread reads the ring (`poll`) and attributes pulls to steps by time (`attribution.py`).
 
 Where the wrapper cannot apply (a distributed dataset, tf.data service, elements placed on a
 device), nothing is changed and the phase's data wait is reported as unknown.
