@@ -37,6 +37,9 @@ TRY_STOPPED_EVENT = "try_stopped"
 PROCESS_EVENT = "process"
 """Sent once by every process that connects: its pid, parent and rank (rank_identity.py)."""
 
+GC_EVENT = "gc"
+"""A full garbage collection in a job's process: start, `duration_ns`, `pid` (gc_pauses.py)."""
+
 ENV_RUN_ID = "GPUWHY_RUN_ID"
 """Identifies the run; a process whose environment lacks it is not under `gpuwhy run`."""
 

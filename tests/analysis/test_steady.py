@@ -7,9 +7,10 @@ import statistics
 from pathlib import Path
 
 import pytest
-from constructed import Run, phase_stats
+from constructed import Run, SpanList, phase_stats
 
 from gpuwhy.analysis import diagnose, whatif
+from gpuwhy.analysis.phases import CollectedPhases
 from gpuwhy.analysis.steady import WARMUP_FACTOR, _cold_first_round
 from gpuwhy.model import Severity, Span, SpanKind
 
@@ -319,3 +320,19 @@ def test_the_cold_round_check_is_the_median_rule_without_sorting() -> None:
         first_median = _median_step(starts, ends, weights, range(*rounds[0]))
         expected = first_median > WARMUP_FACTOR * _median_step(starts, ends, weights, later)
         assert _cold_first_round(starts, ends, weights, rounds) is expected, (sizes, rounds)
+
+
+def test_only_the_collections_inside_steady_waits_count_as_their_time() -> None:
+    # 20 steps of 20 ms, each waiting its first 5 ms; the first step traced (900 ms, warm-up).
+    spans, end = _round(0, [900.0] + [20.0] * 20, wait_ms=5)
+    pid_pauses = {
+        None: [
+            (100 * MS, 200 * MS),  # inside the warm-up step: not steady
+            (900 * MS + 2 * MS, 900 * MS + 4 * MS),  # inside the first steady wait: 2 ms
+            (920 * MS + 3 * MS, 920 * MS + 9 * MS),  # half in the next wait: 2 ms of 6
+            (950 * MS, 955 * MS),  # in a step's compute: not wait
+        ]
+    }
+    train = CollectedPhases.read(SpanList(spans)).stats(0, end, pid_pauses)["train"]
+    assert train.steady_wait_gc_s == pytest.approx(0.004)
+    assert phase_stats(spans, 0, end)["train"].steady_wait_gc_s == 0.0

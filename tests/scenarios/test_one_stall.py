@@ -34,17 +34,18 @@ def _gpuwhy(tmp_path: Path, *args: str) -> str:
     return done.stdout
 
 
-def _report(tmp_path: Path, extra: str) -> tuple[dict[str, Any], str]:
-    """(the JSON report, the terminal report) of the job run under `gpuwhy run`."""
+def _report(tmp_path: Path, extra: str) -> tuple[dict[str, Any], str, str]:
+    """(the JSON report, the terminal report, the job's output) of the job under `gpuwhy run`."""
     record, report = tmp_path / "r.db", tmp_path / "r.json"
-    _gpuwhy(tmp_path, "run", "--quiet", "--record", str(record), "--json", str(report), "--",
-            sys.executable, str(JOB), "--extra", extra)  # fmt: skip
-    return dict(json.loads(report.read_text())), _gpuwhy(tmp_path, "report", str(record))
+    output = _gpuwhy(tmp_path, "run", "--quiet", "--record", str(record), "--json", str(report),
+                     "--", sys.executable, str(JOB), "--extra", extra)  # fmt: skip
+    terminal = _gpuwhy(tmp_path, "report", str(record))
+    return dict(json.loads(report.read_text())), terminal, output
 
 
 @pytest.mark.parametrize("extra", ["stall", "spread"])
 def test_only_a_wait_that_recurs_is_input_bound(tmp_path: Path, extra: str) -> None:
-    report, terminal = _report(tmp_path, extra)
+    report, terminal, _ = _report(tmp_path, extra)
     train = report["phases"]["train"]
     assert train["steps"] == STEPS
     # Either way the loop stood still for the extra time, most of its steady time.
@@ -61,3 +62,20 @@ def test_only_a_wait_that_recurs_is_input_bound(tmp_path: Path, extra: str) -> N
         [finding] = bound
         # The longest step's wait is one batch's share of it, not a stall.
         assert finding["evidence"]["longest_step_wait_s"] < EXTRA_S / 4
+
+
+def test_a_read_held_by_a_full_garbage_collection_says_so(tmp_path: Path) -> None:
+    """One read partway through runs a full collection over a million live objects: a stall,
+    and the report gives the collection's time inside the wait, as the job's own clock read it."""
+    report, terminal, output = _report(tmp_path, "gc")
+    collected_s = float(output.split("gc_s ")[1].split()[0])
+    assert collected_s > 0.05, output  # long enough to stand out from a few ms of compute
+    train = report["phases"]["train"]
+    assert train["steps"] == STEPS
+    assert train["steady_wait_longest_s"] >= collected_s
+    # The hooks time the collection from its callbacks, inside the job's own clock around it
+    # (the report rounds to 0.1 ms).
+    gc_s = train["steady_wait_gc_s"]
+    assert collected_s * 0.9 <= gc_s <= collected_s + 1e-4, (train, collected_s)
+    assert [f for f in report["findings"] if f["code"] == "INPUT_BOUND"] == []
+    assert re.search(r"full garbage collections held [\d.]+ m?s of its wait", terminal), terminal

@@ -24,6 +24,7 @@ from gpuwhy.analysis.rules.transfer import link_bandwidth_bytes_per_s
 from gpuwhy.analysis.workers import Aligner, Workers
 from gpuwhy.model import NS_PER_S, DeviceInfo, Event, Finding, Severity, SpanKind, sort_findings
 from gpuwhy.redact import command_is_raw, recorded_command
+from gpuwhy.wire import GC_EVENT
 
 if TYPE_CHECKING:
     from gpuwhy.recording.reader import Recording
@@ -100,6 +101,8 @@ class _EventFacts:
     events: list[Event] = field(default_factory=list)
     syncs: dict[str, int] = field(default_factory=dict)  # phase -> device-to-host syncs
     synced_steps: dict[str, int] = field(default_factory=dict)  # phase -> steps that synced
+    # pid -> its full garbage collections (hooks/gc_pauses.py), in order
+    pauses: dict[int | None, list[Interval]] = field(default_factory=dict)
 
 
 def _event_facts(events: Iterable[Event]) -> _EventFacts:
@@ -114,6 +117,11 @@ def _event_facts(events: Iterable[Event]) -> _EventFacts:
             steps = event.data.get("steps")
             if isinstance(steps, int):  # hooks that count per step say how many steps synced
                 facts.synced_steps[key] = facts.synced_steps.get(key, 0) + steps
+        elif event.kind == GC_EVENT:
+            duration = event.data.get("duration_ns")
+            pid = event.data.get("pid")
+            if isinstance(duration, int) and duration > 0 and isinstance(pid, int):
+                facts.pauses.setdefault(pid, []).append((event.t_ns, event.t_ns + duration))
     return facts
 
 
@@ -205,7 +213,7 @@ def diagnose(
     windows = _windows(named, start_ns, end_ns)
     if named != marked:  # a phase known only by its steps: its extent is theirs
         aligner.start(windows)
-    phases = collected.stats(start_ns, end_ns)
+    phases = collected.stats(start_ns, end_ns, event_facts.pauses)
     started = aligner.result()
     gpu = {name: started[name] for name in windows}  # the phases' order may have changed
     host = host_window_stats(windows, recording)

@@ -45,6 +45,7 @@ from gpuwhy.analysis.steady import (
     SteadyState,
     input_ends_of,
     longest_steady_wait_ns,
+    paused_steady_wait_ns,
     rounds_of,
     steady_state,
     steady_wait_ns,
@@ -107,6 +108,7 @@ class PhaseStats:
     steady_steps: int = 0
     steady_data_wait_s: float = 0.0
     steady_wait_longest_s: float = 0.0  # of steady_data_wait_s: the longest one step waited
+    steady_wait_gc_s: float = 0.0  # of steady_data_wait_s: spent in full garbage collections
     one_time_s: float = 0.0  # the phase's time outside its steady steps
     warmup_steps: int = 0
     warmup_s: float = 0.0  # of one_time_s: leading steps > 3x the median step
@@ -195,7 +197,12 @@ def _extent(entry: _PhaseSpans) -> list[Interval]:
     return [(min(min(r.starts) for r in runs), max(max(r.ends) for r in runs))]
 
 
-def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
+def _phase_stats(
+    name: str,
+    entry: _PhaseSpans,
+    run_ns: int,
+    pauses: Mapping[int | None, Sequence[Interval]] | None = None,
+) -> PhaseStats:
     extent = union(_extent(entry))
     time_ns = total_ns(extent)
     steps = max((runs.step_count() for runs in entry.steps.values()), default=0)
@@ -247,9 +254,11 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
     # One process's wait (or the slowest rank's) has a longest stretch; an average over a
     # stepping process and a reader's has none (0: no stall is told apart).
     lone = len(ranks) >= 2 or pids <= {busiest_pid}
-    longest_ns = (
-        longest_steady_wait_ns(waits[waiting_pid], steady[waiting_pid])
-        if lone and waiting_pid in steady
+    told = lone and waiting_pid in steady
+    longest_ns = longest_steady_wait_ns(waits[waiting_pid], steady[waiting_pid]) if told else 0
+    paused_ns = (
+        paused_steady_wait_ns(waits[waiting_pid], steady[waiting_pid], pauses[waiting_pid])
+        if told and pauses and waiting_pid in pauses
         else 0
     )
     steady_ns = busiest.time_ns if busiest else 0
@@ -279,6 +288,7 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         steady_steps=busiest.steps if busiest else 0,
         steady_data_wait_s=steady_wait / NS_PER_S,
         steady_wait_longest_s=longest_ns / NS_PER_S,
+        steady_wait_gc_s=paused_ns / NS_PER_S,
         one_time_s=max(time_ns - steady_ns, 0) / NS_PER_S if busiest else 0.0,
         warmup_steps=busiest.warmup_steps if busiest else 0,
         warmup_s=busiest.warmup_ns / NS_PER_S if busiest else 0.0,
@@ -380,9 +390,16 @@ class CollectedPhases:
         """Each named phase's time, in order of first appearance (`PhaseStats.intervals`)."""
         return {name: union(_extent(entry)) for name, entry in self._named().items()}
 
-    def stats(self, run_start_ns: int, run_end_ns: int) -> dict[str, PhaseStats]:
-        """`recording_phase_stats`."""
-        return _from_collected(self._named(), self._by_phase, run_start_ns, run_end_ns)
+    def stats(
+        self,
+        run_start_ns: int,
+        run_end_ns: int,
+        pauses: Mapping[int | None, Sequence[Interval]] | None = None,
+    ) -> dict[str, PhaseStats]:
+        """`recording_phase_stats`; `pauses`: each process's full garbage collections."""
+        return _from_collected(
+            self._named(), self._by_phase, run_start_ns, run_end_ns, pauses or {}
+        )
 
 
 def _from_collected(
@@ -390,9 +407,10 @@ def _from_collected(
     by_phase: dict[str, _PhaseSpans],
     run_start_ns: int,
     run_end_ns: int,
+    pauses: Mapping[int | None, Sequence[Interval]],
 ) -> dict[str, PhaseStats]:
     run_ns = max(run_end_ns - run_start_ns, 0)
-    phases = {name: _phase_stats(name, entry, run_ns) for name, entry in named.items()}
+    phases = {name: _phase_stats(name, entry, run_ns, pauses) for name, entry in named.items()}
     step_starts = [
         runs.ordered().starts
         for entry in by_phase.values()

@@ -262,3 +262,17 @@ def steady_wait_ns(waits: SortedRuns, steady: SteadyState) -> int:
 def longest_steady_wait_ns(waits: SortedRuns, steady: SteadyState) -> int:
     """The longest single wait (one step's) inside the steady intervals."""
     return max((waits.longest_inside_ns(a, b) for a, b in steady.intervals), default=0)
+
+
+def paused_steady_wait_ns(
+    waits: SortedRuns, steady: SteadyState, pauses: Iterable[Interval]
+) -> int:
+    """Of the wait inside the steady intervals, the time the process spent in `pauses` (its
+    full garbage collections: disjoint, one process holds one GIL)."""
+    total = 0
+    for pause_start, pause_end in pauses:
+        for start, end in steady.intervals:
+            low, high = max(start, pause_start), min(end, pause_end)
+            if low < high:
+                total += waits.overlap_ns(low, high)
+    return total

@@ -23,6 +23,7 @@ from gpuwhy.hooks import (
     backend_window,
     emitter,
     framework_hooks,
+    gc_pauses,
     generator_pulls,
     jax_steps,
     keras_patches,
@@ -175,6 +176,7 @@ def install(environ: Mapping[str, str] = os.environ, *, replacing: object = None
         sys.meta_path[sys.meta_path.index(replacing)] = _finder  # in place: no list shift
     else:
         sys.meta_path.insert(0, _finder)
+    gc_pauses.install()
     for name in modules:
         module = sys.modules.get(name)
         if module is not None:
@@ -198,4 +200,5 @@ def uninstall() -> None:
         sys.meta_path.remove(_finder)
     _finder = None
     patching.undo_all()
+    gc_pauses.uninstall()
     generator_pulls.uninstall()

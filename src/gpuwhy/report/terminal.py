@@ -230,9 +230,14 @@ def _stall_line(phases: Mapping[str, PhaseStats]) -> str:
             continue
         if not one_stall(phase):
             continue
+        collected = (
+            f" (full garbage collections held {_seconds(phase.steady_wait_gc_s)} of its wait)"
+            if phase.steady_wait_gc_s > 0
+            else ""
+        )
         parts.append(
             f"'{phase.name}' waited {_seconds(phase.steady_wait_longest_s)} in one step, its "
-            f"other steady steps {_pct(others_wait_fraction(phase))} of their time"
+            f"other steady steps {_pct(others_wait_fraction(phase))} of their time{collected}"
         )
     if not parts:
         return ""
