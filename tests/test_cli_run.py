@@ -599,3 +599,20 @@ def test_ctrl_backslash_on_the_terminal_reaches_the_child_once(tmp_path: Path) -
     )
     assert exit_code == 0, output
     assert count.read_text() == "1"
+
+
+def test_a_job_whose_framework_fails_to_import_exits_with_its_error(tmp_path: Path) -> None:
+    # The hooks load at `import torch`, then torch's own code raises: gpuwhy's first record
+    # comes at the interpreter's last garbage collection, when no thread can start any more.
+    broken = tmp_path / "site" / "torch"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise RuntimeError('a broken torch install')\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "run", "--quiet", "--", PY, "-c", "import torch"],
+        cwd=tmp_path,
+        env=_env(PYTHONPATH=f"{SRC}{os.pathsep}{broken.parent}"),
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert b"RuntimeError: a broken torch install" in done.stderr

@@ -345,6 +345,18 @@ def test_a_wait_one_scheduling_period_could_hold_is_not_input_bound(
     assert _input_bound_phases(diagnosis) == ([] if scale == 1 else ["validation"])
 
 
+def test_full_collections_inside_the_waits_are_given_in_the_evidence(tmp_path: Path) -> None:
+    """A job's process (pid 7) waits 60 ms of each 100 ms step; three full garbage collections
+    of 20 ms fall inside waits, one inside a step's compute and one in another process."""
+    run = Run(tmp_path / "r.db", duration_s=12, environment=NO_GPU_ENV)
+    end = run.steps("train", 1.0, 100, 0.04, wait_s=0.06, pid=7)
+    run.phase("train", 1.0, end)
+    for at_s, pid in ((3.01, 7), (5.01, 7), (7.01, 7), (4.07, 7), (6.01, 8)):
+        run.event(at_s, "gc", "full garbage collection", duration_ns=20_000_000, pid=pid)
+    [finding] = [f for f in _diagnose(run).findings if f.code == "INPUT_BOUND"]
+    assert finding.evidence["wait_in_gc_s"] == pytest.approx(0.06)
+
+
 def test_steady_steps_waiting_after_a_long_start_up_stay_input_bound(tmp_path: Path) -> None:
     """A short try of a long job: 60 s of start-up, then 3 s of steps waiting 60 % of the time.
     The wait is 3 % of the run's wall time, but all of the work that would repeat."""

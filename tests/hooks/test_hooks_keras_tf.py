@@ -303,3 +303,29 @@ def test_only_the_iterators_keras_pulls_from_are_stamped(
     assert counts(hooks)["train"] == (3 * epochs, 3 * epochs, 3 * epochs)
     assert counts(hooks)["validation"] == (2 * epochs, 2 * epochs, 2 * epochs)
     assert hooks.events("data_wait_unavailable") == []
+
+
+def test_a_keras_that_keeps_its_next_epoch_iterator_gets_it_stamped() -> None:
+    """Where Keras would pull from the iterator made at an epoch's end (an older loop, or one
+    whose source cannot be read), that iterator is stamped like any other."""
+    from gpuwhy.hooks import keras_patches
+
+    class KeepsIt:
+        steps_per_epoch = None
+        _num_batches = 3
+        _steps_seen = 3
+
+        def _enumerate_iterator(self) -> None:
+            if self._current_iterator is None:  # type: ignore[attr-defined]
+                pass
+
+    class Unread:
+        steps_per_epoch = None
+        _num_batches = 3
+        _steps_seen = 3
+        _enumerate_iterator = print  # a builtin: no Python source
+
+    assert not keras_patches._made_for_nothing(KeepsIt())
+    assert not keras_patches._made_for_nothing(Unread())
+    epoch_iterator = keras.src.trainers.epoch_iterator.EpochIterator
+    assert keras_patches._remakes_at_epoch_start(epoch_iterator)  # the Keras tested here

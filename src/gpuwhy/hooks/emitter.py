@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import os
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -65,7 +66,9 @@ def emit(record: Span | Event | tuple[Any, ...]) -> None:
             _buffer.append(record)
         else:
             _counts["dropped"] += 1
-        if _needs_thread:
+        if _needs_thread and not sys.is_finalizing():
+            # (Once the interpreter finalizes, a new thread never runs and starting one waits
+            # for it forever; what is emitted then is never delivered anyway.)
             _needs_thread = False
             _start_thread()
 

@@ -156,7 +156,23 @@ def _made_for_nothing(epoch_iterator: Any) -> bool:
         and isinstance(seen, int)
         and batches > 0
         and seen >= batches
+        and _remakes_at_epoch_start(type(epoch_iterator))
     )
+
+
+_remakes: dict[type, bool] = {}
+
+
+def _remakes_at_epoch_start(epoch_iterator: type) -> bool:
+    """Whether this Keras makes a new iterator at each epoch's start without `steps_per_epoch`
+    (read once from its source; where it cannot be read, every iterator is stamped)."""
+    if epoch_iterator not in _remakes:
+        try:
+            source = inspect.getsource(getattr(epoch_iterator, "_enumerate_iterator"))  # noqa: B009
+        except (AttributeError, OSError, TypeError):
+            source = ""
+        _remakes[epoch_iterator] = "self.steps_per_epoch is None" in source
+    return _remakes[epoch_iterator]
 
 
 def _set_mode(mode: int, reason: str | None) -> None:

@@ -151,6 +151,7 @@ def check(ctx: RunContext) -> list[Finding]:
             "gpu_util_pct": r(phase_util(ctx, phase), 1),
             "data_wait_coverage": r(phase.data_wait_coverage),
             "longest_step_wait_s": r(phase.steady_wait_longest_s),
+            "wait_in_gc_s": r(phase.steady_wait_gc_s),
             "steady_run_wait_fraction": r(steady_run_fraction),
             "band": "high" if high else "moderate",
             "threshold_fraction": HIGH_FRACTION if high else MODERATE_FRACTION,
