@@ -142,7 +142,7 @@ def _graph_timing(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def _made_for_nothing(epoch_iterator: Any) -> bool:
-    """Whether Keras asks for the iterator it makes when an epoch has seen all its batches.
+    """Whether the iterator Keras asks for now is one it will never pull from.
 
     Keras 3 (`EpochIterator._enumerate_iterator`) then makes the next epoch's iterator at once,
     but without `steps_per_epoch` it makes yet another at that epoch's start and never pulls

@@ -16,8 +16,8 @@ up), but the fix must still matter to the work that repeats: the phase's steady 
 but a sliver of each epoch, is not raised as a warning worth a fraction of a percent. Nor is a
 steady wait shorter than one scheduling period of Linux's CFS scheduler (sched_latency: 6 ms x
 (1 + log2 of the CPUs, at most 8) = 24 ms, references.md#linux-cfs) unless it passes the run gate:
-on a busy machine the scheduler alone can keep the input's thread from a CPU that long, so so
-little wait says nothing about the pipeline. Measured on the zoo's Keras fit on TensorFlow, whose
+on a busy machine the scheduler alone can keep the input's thread from a CPU that long: such a
+wait says nothing about the pipeline. Measured on the zoo's Keras fit on TensorFlow, whose
 16-step validation over in-memory arrays waits 0.2-1.3 ms on a quiet machine: beside two other
 jobs on two cores it read 7 ms of wait, 0.23 of its 30 ms of steady time.
 
