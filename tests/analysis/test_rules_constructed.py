@@ -327,24 +327,6 @@ def test_one_step_s_stall_is_no_input_pipeline_but_the_same_wait_recurring_is(
     assert _input_bound_phases(diagnosis) == (["evaluate"] if spread else [])
 
 
-@pytest.mark.parametrize("scale", [1, 4])
-def test_a_wait_one_scheduling_period_could_hold_is_not_input_bound(
-    tmp_path: Path, scale: int
-) -> None:
-    """A small Keras job: 4.5 s of start-up, then 16 training steps and a validation of 14 steps
-    waiting a quarter of their time. 7 ms of wait in all, less than one period of the CPU
-    scheduler, says nothing about the pipeline on a busy machine; four times the steps' length,
-    28 ms, is more than the scheduler alone holds a thread back, and is raised."""
-    run = Run(tmp_path / "r.db", duration_s=5, environment=NO_GPU_ENV)
-    end = _train(run, step_s=0.0025, start=4.5, count=16)
-    start = end + 0.01
-    t = run.steps("validation", start, 14, 0.0015 * scale, wait_s=0.0005 * scale)
-    run.phase("validation", start, t)
-    diagnosis = _diagnose(run)
-    assert diagnosis.phases["validation"].data_wait_fraction == pytest.approx(0.25, abs=0.01)
-    assert _input_bound_phases(diagnosis) == ([] if scale == 1 else ["validation"])
-
-
 def test_full_collections_inside_the_waits_are_given_in_the_evidence(tmp_path: Path) -> None:
     """A job's process (pid 7) waits 60 ms of each 100 ms step; three full garbage collections
     of 20 ms fall inside waits, one inside a step's compute and one in another process."""

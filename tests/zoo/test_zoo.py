@@ -138,9 +138,14 @@ def test_gpuwhy_is_right_on_a_real_world_job(index: int, tmp_path: Path) -> None
             assert fraction is not None and fraction >= PRESENT, (name, fraction)
         else:
             assert fraction is not None and fraction < ABSENT, (name, fraction)
-    codes = {finding["code"] for finding in report["findings"]}
+    # INPUT_BOUND on exactly the phases built to wait. A phase the member says nothing of (a
+    # validation of 16 small batches over in-memory arrays) is held to nothing: on the loaded
+    # machine its few milliseconds of wait are what the machine made them (0.02-0.06 of a Keras
+    # validation on a quiet one, 0.24 beside two other jobs), not a fact of the job.
     said = [f["evidence"] for f in report["findings"] if f["code"] == "INPUT_BOUND"]
-    assert ("INPUT_BOUND" in codes) == any(member.waits.values()), (codes, said)
+    bound = {evidence["phase"] for evidence in said}
+    built = {name for name, present in member.waits.items() if present}
+    assert bound & set(member.waits) == built, (said, phases)
 
 
 def _write_row(

@@ -1,8 +1,10 @@
 """A JAX training loop as the Flax and Optax docs write one: a `flax.linen` MLP, an Optax
 optimizer, a `jax.jit` train step, batches from
 
-    --input tfdata   a tf.data pipeline with a slow map (3 ms a batch) read through
-                     `as_numpy_iterator()`, as the Flax examples feed their loops
+    --input tfdata   a tf.data pipeline with a slow map (10 ms a batch) read through
+                     `as_numpy_iterator()`, as the Flax examples feed their loops (tf.data
+                     prefetches it beside the step: several times the step's compute, so the
+                     loop waits most of its time also where other jobs share its cores)
     --input numpy    a Python generator slicing NumPy arrays; `--read-ms MS` makes it read
                      each batch that long (a sleep standing for storage)
     --input loader   the same reads through a hand-written loader class (`__next__`), as
@@ -64,7 +66,7 @@ def tfdata_batches(x: np.ndarray, y: np.ndarray) -> Iterator[tuple[np.ndarray, n
     import tensorflow as tf
 
     def slow_read(features: np.ndarray) -> np.ndarray:
-        time.sleep(0.003)
+        time.sleep(0.010)
         return features
 
     dataset = (
