@@ -201,7 +201,7 @@ def _phase_stats(
     name: str,
     entry: _PhaseSpans,
     run_ns: int,
-    pauses: Mapping[int | None, Sequence[Interval]] | None = None,
+    pauses: Mapping[int | None, Sequence[Interval]],
 ) -> PhaseStats:
     extent = union(_extent(entry))
     time_ns = total_ns(extent)
@@ -258,7 +258,7 @@ def _phase_stats(
     longest_ns = longest_steady_wait_ns(waits[waiting_pid], steady[waiting_pid]) if told else 0
     paused_ns = (
         paused_steady_wait_ns(waits[waiting_pid], steady[waiting_pid], pauses[waiting_pid])
-        if told and pauses and waiting_pid in pauses
+        if told and waiting_pid in pauses
         else 0
     )
     steady_ns = busiest.time_ns if busiest else 0

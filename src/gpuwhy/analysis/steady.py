@@ -39,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import sub, truediv
 
-from gpuwhy.analysis.intervals import Interval, SortedRuns, total_ns
+from gpuwhy.analysis.intervals import Interval, SortedRuns, clip, total_ns
 from gpuwhy.analysis.spanruns import Runs, waited_ns
 from gpuwhy.warmup import WARMUP_FACTOR, first_steady
 
@@ -265,14 +265,9 @@ def longest_steady_wait_ns(waits: SortedRuns, steady: SteadyState) -> int:
 
 
 def paused_steady_wait_ns(
-    waits: SortedRuns, steady: SteadyState, pauses: Iterable[Interval]
+    waits: SortedRuns, steady: SteadyState, pauses: Sequence[Interval]
 ) -> int:
     """Of the wait inside the steady intervals, the time the process spent in `pauses` (its
     full garbage collections: disjoint, one process holds one GIL)."""
-    total = 0
-    for pause_start, pause_end in pauses:
-        for start, end in steady.intervals:
-            low, high = max(start, pause_start), min(end, pause_end)
-            if low < high:
-                total += waits.overlap_ns(low, high)
-    return total
+    inside = [part for start, end in steady.intervals for part in clip(pauses, start, end)]
+    return waited_ns(waits, inside)

@@ -15,7 +15,6 @@ one lookup. Nothing here changes when or how the interpreter collects.
 from __future__ import annotations
 
 import gc
-import sys
 import time
 from typing import Any
 
@@ -40,11 +39,6 @@ def _on_collection(phase: str, info: dict[str, Any]) -> None:
         if not _started_ns:
             return
         start, _started_ns = _started_ns, 0
-        if sys.is_finalizing():
-            # The interpreter's last collections: nothing delivers records any more, and a
-            # first record would start the flusher thread, which waits forever for a thread
-            # that can no longer run.
-            return
         emitter.emit(
             Event(
                 t_ns=start,

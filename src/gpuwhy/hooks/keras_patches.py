@@ -144,9 +144,10 @@ def _graph_timing(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def _made_for_nothing(epoch_iterator: Any) -> bool:
     """Whether the iterator Keras asks for now is one it will never pull from.
 
-    Keras 3 (`EpochIterator._enumerate_iterator`) then makes the next epoch's iterator at once,
-    but without `steps_per_epoch` it makes yet another at that epoch's start and never pulls
-    from the first. Stamps would only cost it ~6 ms to instantiate: it keeps the plain dataset.
+    When an epoch has seen all its batches, Keras 3 (`EpochIterator._enumerate_iterator`) makes
+    the next epoch's iterator at once, but without `steps_per_epoch` it makes yet another at that
+    epoch's start and never pulls from the first. Stamps would only cost it ~6 ms to
+    instantiate: it keeps the plain dataset.
     """
     batches = getattr(epoch_iterator, "_num_batches", None)
     seen = getattr(epoch_iterator, "_steps_seen", None)
