@@ -5,7 +5,8 @@ For the phase it is in, the Keras callback wraps the function Keras calls once p
 
 - TensorFlow runs synchronously: the moment the compiled loop returns is the execution's end,
   stamped as a DONE record (tighter than the batch-end hook, which runs after Python fetched
-  the logs);
+  the logs); the loop is called under `tfdata_wait.call_stamping`, so the pulls it traces are
+  stamped in-graph, and the phase's data wait is measured where those stamps exist;
 - JAX and torch dispatch asynchronously: after each call a non-blocking readiness check of its
   results (`jax.Array.is_ready`, a CUDA event's `query`) is kept for the input pulls that
   follow (`tracker.ThreadState.busy`). Nothing here waits for the device.
@@ -14,12 +15,15 @@ For the phase it is in, the Keras callback wraps the function Keras calls once p
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable
 from typing import Any
 
-from gpuwhy.hooks import emitter, tracker
-from gpuwhy.hooks.attribution import DONE
+from gpuwhy.hooks import emitter, tfdata_wait, tracker
+from gpuwhy.hooks.attribution import DONE, SRC_GRAPH
 from gpuwhy.hooks.completion import find_output
+
+_stamped_loops: weakref.WeakSet[Any] = weakref.WeakSet()  # compiled loops traced with stamps
 
 
 def watch(model: Any, name: str, backend: str) -> Callable[[], None] | None:
@@ -80,19 +84,34 @@ def _never_busy() -> bool:
 def _stamp_returns(model: Any, name: str) -> Callable[[], None] | None:
     """On TensorFlow, stamp DONE when the compiled loop returns: the tightest end of an
     execution's compute (the batch-end hook runs only after Python unpacked and fetched the
-    logs). Keras's `train_function` calls a `tf.function` it closes over; that call is wrapped
-    for the phase and restored after it. Returns the undo, or None where nothing was done."""
+    logs); and call it under `tfdata_wait.call_stamping`, so a trace of it stamps its pulls.
+    Keras's `train_function` calls a `tf.function` it closes over; that call is wrapped for
+    the phase and restored after it. Returns the undo, or None where nothing was done."""
+    if name == "predict_function":
+        return None  # predict pulls in Python before each call: timed there (keras_patches)
     function = getattr(model, name, None)
     code = getattr(function, "__code__", None)
     if code is None or "multi_step_on_iterator" not in code.co_freevars:
+        set_data_mode(0, "Keras's compiled loop is not the one gpuwhy knows")
         return None
     cell = function.__closure__[code.co_freevars.index("multi_step_on_iterator")]  # type: ignore[union-attr]
     compiled = cell.cell_contents
     if getattr(compiled, "_gpuwhy_inner", None) is not None:
         return None
+    untraced = _tracing_count(compiled) <= 0  # to be traced, or run eagerly, under the wrapper
+    to_check = untraced and tfdata_wait.installed() and compiled not in _stamped_loops
+    if to_check or compiled in _stamped_loops:
+        set_data_mode(SRC_GRAPH, None)
+    elif not tfdata_wait.installed():
+        set_data_mode(0, "tf.data's iterators are not hooked in this process")
+    else:
+        set_data_mode(0, "Keras's loop was compiled before gpuwhy's hooks were in place")
 
     def stamped(*args: Any, **kwargs: Any) -> Any:
-        result = compiled(*args, **kwargs)
+        made = tfdata_wait.made()
+        result = tfdata_wait.call_stamping(compiled, *args, **kwargs)
+        if to_check:
+            _check_stamps(compiled, tfdata_wait.made() != made)
         step = tracker.state().step
         if step is not None:
             emitter.emit((DONE, step.exec_id, tracker.clock()))
@@ -106,3 +125,41 @@ def _stamp_returns(model: Any, name: str) -> Callable[[], None] | None:
             cell.cell_contents = compiled
 
     return restore
+
+
+def _check_stamps(compiled: Any, made: bool) -> None:
+    """After a call of a loop first traced (or run eagerly) under the stamps: note that it has
+    them, or, if its trace made none (a Keras that pulls some other way), that its phase's wait
+    is unknown: no pulls will come."""
+    try:
+        if made:
+            _stamped_loops.add(compiled)
+        elif compiled not in _stamped_loops:
+            set_data_mode(0, "Keras's compiled loop pulls its batches some other way")
+    except Exception as error:  # never into the user's loop
+        emitter.report_once("keras.stamps", f"Keras stamps not checked: {error!r}")
+
+
+def _tracing_count(compiled: Any) -> int:
+    try:
+        return int(compiled.experimental_get_tracing_count())
+    except Exception:  # not a tf.function (`run_eagerly=True`): its pulls run eagerly
+        return -1
+
+
+def set_data_mode(mode: int, reason: str | None) -> None:
+    """How the current phase measures its data wait (attribution's SRC_* bits; 0: it does
+    not, and `reason` says why, once per phase and reason)."""
+    st = tracker.state()
+    phase = tracker.current_phase()
+    if phase is None:
+        return  # a peek before any phase (Keras building the model)
+    st.data_modes[phase] = mode
+    if reason is not None:
+        emitter.report_once(
+            f"data_wait:{phase}:{reason}",
+            f"data wait of {phase!r} unknown: {reason}",
+            kind="data_wait_unavailable",
+            phase=phase,
+            reason=reason,
+        )

@@ -2,8 +2,9 @@
 
 `install(keras)` patches `Model.fit/evaluate/predict` of Keras 3 (or tf_keras) to put one gpuwhy
 callback first in the callback list (never twice; evaluate inside fit reuses fit's), and the
-epoch iterator of the backend Keras runs on so its input pulls are timed: in-graph on
-TensorFlow (`tfdata_wait`), on the host for JAX and torch.
+input pulls of the backend Keras runs on so they are timed: in-graph on TensorFlow
+(`tfdata_wait`, armed by keras_functions; `predict` pulls in Python), on the host for JAX and
+torch.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuwhy.hooks import emitter, iterators, patching, tfdata_wait, tracker
-from gpuwhy.hooks.attribution import SRC_GRAPH, SRC_HOST
+from gpuwhy.hooks.attribution import SRC_HOST
+from gpuwhy.hooks.keras_functions import set_data_mode
 from gpuwhy.hooks.keras_hooks import KerasSpans, backend_name, callback_class
 
 
@@ -99,8 +101,12 @@ def _install_input_timing() -> None:
     if epoch_iterator is None:
         emitter.report_once("keras.input", f"Keras input not timed on backend {backend!r}")
         return
-    timing = _graph_timing if backend == "tensorflow" else _host_timing
-    patching.patch(epoch_iterator, "_get_iterator", timing)
+    if backend == "tensorflow":
+        # fit and evaluate pull inside their compiled loop: stamped there (keras_functions).
+        tfdata_wait.install()
+        patching.patch(epoch_iterator, "_get_iterator", _predict_timing)
+    else:
+        patching.patch(epoch_iterator, "_get_iterator", _host_timing)
 
 
 def _host_timing(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -111,82 +117,23 @@ def _host_timing(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             wrapped = iterators.timed(data)
         except Exception as error:
             emitter.report_once("keras.input", f"Keras input not timed: {error!r}")
-            _set_mode(0, repr(error))
+            set_data_mode(0, repr(error))
             return data
-        _set_mode(SRC_HOST, None)
+        set_data_mode(SRC_HOST, None)
         return wrapped
 
     return _get_iterator
 
 
-def _graph_timing(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _predict_timing(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """On TensorFlow, `predict` fetches its batches in Python before each compiled call:
+    timed on the host; the iterators of other phases are left as Keras made them."""
+    host = _host_timing(original)
+
     @functools.wraps(original)
     def _get_iterator(self: Any) -> Any:
-        dataset = original(self)
-        if _made_for_nothing(self):
-            return dataset
-        in_memory = type(getattr(self, "data_adapter", None)).__name__ == "ArrayDataAdapter"
-        if in_memory and tracker.current_phase() in ("evaluate", "predict"):
-            # Arrays get a new dataset every call, and stamping one costs ~20 ms to set up:
-            # too much for predict() in a loop. In fit it is paid once.
-            _set_mode(0, "in-memory arrays outside fit are not stamped (set-up cost per call)")
-            return dataset
-        try:
-            wrapped, reason = tfdata_wait.wrap(dataset)
-        except Exception as error:
-            wrapped, reason = dataset, f"wrapping failed: {error!r}"
-        _set_mode(0 if reason else SRC_GRAPH, reason)
-        return wrapped
+        if tracker.current_phase() == "predict":
+            return host(self)
+        return original(self)
 
     return _get_iterator
-
-
-def _made_for_nothing(epoch_iterator: Any) -> bool:
-    """Whether the iterator Keras asks for now is one it will never pull from.
-
-    When an epoch has seen all its batches, Keras 3 (`EpochIterator._enumerate_iterator`) makes
-    the next epoch's iterator at once, but without `steps_per_epoch` it makes yet another at that
-    epoch's start and never pulls from the first. Stamps would only cost it ~6 ms to
-    instantiate: it keeps the plain dataset.
-    """
-    batches = getattr(epoch_iterator, "_num_batches", None)
-    seen = getattr(epoch_iterator, "_steps_seen", None)
-    return (
-        getattr(epoch_iterator, "steps_per_epoch", 0) is None
-        and isinstance(batches, int)
-        and isinstance(seen, int)
-        and batches > 0
-        and seen >= batches
-        and _remakes_at_epoch_start(type(epoch_iterator))
-    )
-
-
-_remakes: dict[type, bool] = {}
-
-
-def _remakes_at_epoch_start(epoch_iterator: type) -> bool:
-    """Whether this Keras makes a new iterator at each epoch's start without `steps_per_epoch`
-    (read once from its source; where it cannot be read, every iterator is stamped)."""
-    if epoch_iterator not in _remakes:
-        try:
-            source = inspect.getsource(getattr(epoch_iterator, "_enumerate_iterator"))  # noqa: B009
-        except (AttributeError, OSError, TypeError):
-            source = ""
-        _remakes[epoch_iterator] = "self.steps_per_epoch is None" in source
-    return _remakes[epoch_iterator]
-
-
-def _set_mode(mode: int, reason: str | None) -> None:
-    st = tracker.state()
-    phase = tracker.current_phase()
-    if phase is None:
-        return  # a peek before any phase (Keras building the model)
-    st.data_modes[phase] = mode
-    if reason is not None:
-        emitter.report_once(
-            f"data_wait:{phase}:{reason}",
-            f"data wait of {phase!r} unknown: {reason}",
-            kind="data_wait_unavailable",
-            phase=phase,
-            reason=reason,
-        )

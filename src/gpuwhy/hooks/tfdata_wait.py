@@ -1,42 +1,40 @@
 """Data wait where TensorFlow really waits: inside the compiled train function.
 
 Keras on TensorFlow pulls each batch with `IteratorGetNext` *inside* its `tf.function`, between
-the batch-begin and batch-end callbacks, so no Python hook sees the wait. This module adds two
-synchronous stages on top of the dataset Keras iterates (docs/data-wait.md):
+the batch-begin and batch-end callbacks, so no Python hook sees the wait. While Keras's compiled
+loop is traced under `call_stamping` (keras_functions), each pull it traces from a tf.data or
+tf.distribute iterator is put between two `tf.timestamp` ops (docs/data-wait.md):
 
-    zip(stamps, dataset).map(record)       stamps = range(∞).map(tf.timestamp)
+    request = timestamp()  ->  get_next  ->  delivery = timestamp()  ->  queue (request, delivery)
 
-`zip` asks its inputs for their next element in order, so the stamp is taken when the consumer
-*requests* an element; `record` runs when the element is *delivered* and writes (request,
-delivery − request) into a host ring buffer (a CPU `tf.Variable`). Both stages are synchronous
-and the wrapper turns tf.data's `inject_prefetch` off (adding the very `prefetch(AUTOTUNE)` that
-rewrite would have added beneath the stages), so a stamp is the consumer's moment, never a
-prefetch thread's. Elements, their order and the pipeline the user built are unchanged; the
-stages run on the consumer's thread (`_inline_map`) and cost ~20 µs of CPU per batch, plus
-~6-10 ms per iterator (Keras pulls from one per epoch and phase; keras_patches leaves the one
-it makes for nothing plain) to instantiate their two functions; no device sync. The flusher
-thread reads the ring (`poll`) and attributes pulls to steps by time (`attribution.py`).
-
-Where the wrapper cannot apply (a distributed dataset, tf.data service, elements placed on a
-device), nothing is changed and the phase's data wait is reported as unknown.
+by control dependencies: the request stamp runs before the pull, the delivery stamp after every
+tensor of the element exists, and the element's users after the record. The pair goes into a
+process-wide `FIFOQueue` (atomic: the pulls of Keras's in-graph loop may overlap), which the
+flusher thread drains (`poll`) and attribution matches to steps by time. The user's dataset,
+its iterators and its elements are untouched: a pipeline of any kind (distributed, tf.data
+service, placed on a device) is timed where its consumer stands, at a few small ops a pull,
+and no iterator costs anything more to make. A loop Keras runs eagerly (`run_eagerly=True`)
+pulls in Python: those pulls are timed on the host.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
+import functools
 import sys
 import threading
 import time
-import weakref
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
-from gpuwhy.hooks import emitter
+from gpuwhy.hooks import emitter, patching
 
-RING_SIZE = 4096
-"""Pulls held between two polls (one poll per 0.2 s: enough for 20 000 steps per second)."""
+QUEUE_CAPACITY = 2**30
+"""Pulls the queue may hold: never reached (it is drained every 0.2 s), never a block."""
 
-_UNWRAPPABLE = ("DataService", "ToDevice", "MultiDevice", "Distributed")
+_NO_ELEMENT = -1.0  # the delivery written for an Optional pull that found the data's end
+
 _PASS_THROUGH = (
     "_OptionsDataset",
     "_AssertNextDataset",
@@ -48,73 +46,165 @@ _PASS_THROUGH = (
 # tf.data's inject_prefetch looks through these before deciding (inject_prefetch.cc).
 
 
-class _Ring:
+class _Local(threading.local):
+    active = 0  # > 0 while a compiled function that should stamp its pulls is called
+    inside = False  # inside a stamped pull: the iterators it calls are not stamped again
+    made = 0  # pulls stamped on this thread (traced, or timed in a loop run eagerly)
+
+
+_local = _Local()
+
+
+class _Pulls:
     """The process's in-graph record of pulls, and its reader."""
 
     def __init__(self, tf: Any) -> None:
         with tf.init_scope(), tf.device("/CPU:0"):
-            self.pulls = tf.Variable(
-                tf.zeros([RING_SIZE, 2], tf.float64), trainable=False, name="gpuwhy_pulls"
+            self.queue = tf.queue.FIFOQueue(
+                QUEUE_CAPACITY, [tf.float64, tf.float64], shapes=[[], []], name="gpuwhy_pulls"
             )
-            self.count = tf.Variable(
-                tf.constant(0, tf.int64), trainable=False, name="gpuwhy_pull_count"
-            )
-        self._seen = 0
+        self.eager: deque[tuple[int, int]] = deque()  # pulls of a loop run eagerly
         self._lock = threading.Lock()
-        self.lost = 0
 
     def poll(self) -> list[tuple[int, int]]:
         """New pulls as monotonic-ns (request, delivery) pairs; called on the flusher thread."""
+        pulls = []
+        while self.eager:
+            pulls.append(self.eager.popleft())
         with self._lock:
-            count = int(self.count.numpy())
-            if count == self._seen:
-                return []
-            ring = self.pulls.numpy()
-            first = max(self._seen, count - RING_SIZE)
-            self.lost += first - self._seen
-            self._seen = count
+            count = int(self.queue.size())
+            if count == 0:
+                return pulls
+            requests, deliveries = self.queue.dequeue_many(count)
         # tf.timestamp is wall-clock seconds; spans use the monotonic clock.
         offset_ns = time.time_ns() - time.monotonic_ns()
-        pulls = []
-        for i in range(first, count):
-            request_s, wait_s = ring[i % RING_SIZE]
-            request = int(request_s * 1e9) - offset_ns
-            pulls.append((request, request + int(wait_s * 1e9)))
+        for request_s, delivery_s in zip(requests.numpy(), deliveries.numpy(), strict=True):
+            if delivery_s != _NO_ELEMENT:
+                request = int(request_s * 1e9) - offset_ns
+                pulls.append((request, request + int((delivery_s - request_s) * 1e9)))
         return pulls
 
 
-_ring: _Ring | None = None
+_pulls: _Pulls | None = None
 
 
-def _ring_for(tf: Any) -> _Ring:
-    global _ring
-    if _ring is None:
-        _ring = _Ring(tf)
-        emitter.add_poller(_ring.poll)
+def _pulls_for(tf: Any) -> _Pulls:
+    global _pulls
+    if _pulls is None:
+        _pulls = _Pulls(tf)
+        emitter.add_poller(_pulls.poll)
         # Registered after TensorFlow's own exit handlers, so it runs before them.
         atexit.register(emitter.flush, 1.0)
-    return _ring
+    return _pulls
 
 
-def unwrappable_reason(dataset: Any) -> str | None:
-    """Why the wait of `dataset` cannot be measured in-graph, or None if it can."""
-    tf = sys.modules["tensorflow"]
-    if not isinstance(dataset, tf.data.Dataset):
-        return f"input is a {type(dataset).__name__}, not a tf.data.Dataset (distribution)"
-    if tf.distribute.has_strategy():
-        return "a tf.distribute strategy is in scope"
-    seen = 0
-    stack = [dataset]
-    while stack and seen < 10_000:
-        node = stack.pop()
-        seen += 1
-        name = type(node).__name__
-        if any(word in name for word in _UNWRAPPABLE):
-            return f"the pipeline contains {name}"
-        inputs = getattr(node, "_inputs", None)
-        if callable(inputs):
-            stack.extend(inputs())
-    return None
+def install() -> bool:
+    """Patch the pulls of tf.data and tf.distribute iterators (they stamp only inside
+    `call_stamping`, and only while traced); True if the iterators are patched."""
+    iterator_ops = sys.modules.get("tensorflow.python.data.ops.iterator_ops")
+    input_lib = sys.modules.get("tensorflow.python.distribute.input_lib")
+    owned = getattr(iterator_ops, "OwnedIterator", None)
+    distributed = getattr(input_lib, "DistributedIterator", None)
+    names = {owned: ("_next_internal", "get_next_as_optional")}
+    if distributed is not None:
+        names[distributed] = ("get_next", "get_next_as_optional")
+    if owned is None or not all(hasattr(c, n) for c, pair in names.items() for n in pair):
+        emitter.report_once("tf.data.stamps", "tf.data pulls not stamped: layout changed")
+        return False
+    for cls, (pull, optional) in names.items():
+        patching.patch(cls, pull, functools.partial(_stamped, optional=False))
+        patching.patch(cls, optional, functools.partial(_stamped, optional=True))
+    return True
+
+
+def installed() -> bool:
+    iterator_ops = sys.modules.get("tensorflow.python.data.ops.iterator_ops")
+    owned = getattr(iterator_ops, "OwnedIterator", None)
+    return owned is not None and patching.is_patched(owned, "_next_internal")
+
+
+def call_stamping(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`function(*args, **kwargs)`; the pulls it traces on this thread are stamped."""
+    local = _local
+    local.active += 1
+    try:
+        return function(*args, **kwargs)
+    finally:
+        local.active -= 1
+
+
+def made() -> int:
+    """Pulls stamped on this thread so far (a compiled loop whose trace made none has none)."""
+    return _local.made
+
+
+def _stamped(original: Callable[..., Any], *, optional: bool) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def pull(self: Any, *args: Any, **kwargs: Any) -> Any:
+        local = _local
+        if not local.active or local.inside:
+            return original(self, *args, **kwargs)
+        tf = sys.modules["tensorflow"]
+        local.inside = True
+        try:
+            if tf.executing_eagerly():  # `run_eagerly=True`: the pull runs here and now
+                return _eager_pull(tf, original, self, args, kwargs, optional)
+            return _traced_pull(tf, original, self, args, kwargs, optional)
+        finally:
+            local.inside = False
+
+    return pull
+
+
+def _eager_pull(
+    tf: Any,
+    original: Callable[..., Any],
+    iterator: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    optional: bool,
+) -> Any:
+    pulls = _pulls_for(tf)
+    requested = time.monotonic_ns()
+    element = original(iterator, *args, **kwargs)
+    if not optional or bool(element.has_value()):
+        pulls.eager.append((requested, time.monotonic_ns()))
+    _local.made += 1
+    return element
+
+
+def _traced_pull(
+    tf: Any,
+    original: Callable[..., Any],
+    iterator: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    optional: bool,
+) -> Any:
+    queue = _pulls_for(tf).queue
+    with tf.device("/CPU:0"):
+        requested = tf.timestamp()
+    with tf.control_dependencies([requested]):
+        element = original(iterator, *args, **kwargs)
+    parts = tf.nest.flatten(element, expand_composites=True)
+    with tf.device("/CPU:0"), tf.control_dependencies(parts):
+        delivered = tf.timestamp()
+        if optional:  # an Optional that found the data's end is no batch
+            delivered = tf.where(
+                element.has_value(), delivered, tf.constant(_NO_ELEMENT, tf.float64)
+            )
+        written = queue.enqueue((requested, delivered))
+    _local.made += 1
+    # What uses the element waits for its record: the executor may otherwise run the step's
+    # compute first (one inter-op thread runs ready ops in its own order), and the delivery
+    # stamp would hold the compute as well.
+    colocate = sys.modules["tensorflow.python.framework.ops"].colocate_with
+
+    def after_record(tensor: Any) -> Any:
+        with colocate(tensor), tf.control_dependencies([written]):
+            return tf.identity(tensor)
+
+    return tf.nest.map_structure(after_record, element, expand_composites=True)
 
 
 def would_inject_prefetch(dataset: Any) -> bool:
@@ -132,84 +222,3 @@ def would_inject_prefetch(dataset: Any) -> bool:
             break
         node = inputs[0]
     return "Prefetch" not in type(node).__name__
-
-
-def _inline_map(dataset: Any, function: Any) -> Any:
-    """`dataset.map(function)`, its function run on the thread that asks for the element.
-
-    A plain `map` hands each call to TensorFlow's inter-op thread pool: a thread hand-off per
-    batch that cost ~150 µs of CPU per batch here (pool threads spin before they sleep), for
-    two functions of a few ops. Run inline, the stages cost ~20 µs, and the request stamp is
-    taken on the consumer's own thread. The switch is the map op's own attribute
-    (`use_inter_op_parallelism`), reachable only through tf.data's private `_MapDataset`;
-    where that is gone, the public `map` does the same work a little slower.
-    """
-    try:
-        from tensorflow.python.data.ops import map_op
-
-        return map_op._MapDataset(
-            dataset, function, force_synchronous=True, use_inter_op_parallelism=False
-        )
-    except (ImportError, AttributeError, TypeError):
-        return dataset.map(function)
-
-
-_cache: weakref.WeakKeyDictionary[Any, tuple[Any, str | None]] = weakref.WeakKeyDictionary()
-_stamped: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def is_stamped(dataset: Any) -> bool:
-    """Whether `dataset` is one `wrap` made (its last stages are gpuwhy's timing)."""
-    try:
-        return dataset in _stamped
-    except TypeError:
-        return False
-
-
-def wrap(dataset: Any) -> tuple[Any, str | None]:
-    """(`dataset` with request/delivery stamps, None) or (`dataset` unchanged, the reason).
-
-    Building the stages traces two small functions (milliseconds), so a dataset used by
-    several `fit`/`evaluate`/`predict` calls is wrapped once.
-    """
-    try:
-        return _cache[dataset]
-    except (KeyError, TypeError):
-        pass
-    result = _wrap(dataset)
-    with contextlib.suppress(TypeError):  # not weak-referenceable: wrapped again next time
-        _cache[dataset] = result
-        if result[1] is None:
-            _stamped.add(result[0])
-    return result
-
-
-def _wrap(dataset: Any) -> tuple[Any, str | None]:
-    reason = unwrappable_reason(dataset)
-    if reason is not None:
-        return dataset, reason
-    tf = sys.modules["tensorflow"]
-    ring = _ring_for(tf)
-    pulls, count = ring.pulls, ring.count
-    source = dataset.prefetch(tf.data.AUTOTUNE) if would_inject_prefetch(dataset) else dataset
-
-    def stamp(_: Any) -> Any:
-        return tf.timestamp()
-
-    def record(requested: Any, element: Any) -> Any:
-        delivered = tf.timestamp()
-        index = count.read_value()
-        write = pulls.scatter_nd_update(
-            tf.reshape(index % RING_SIZE, [1, 1]),
-            tf.reshape(tf.stack([requested, delivered - requested]), [1, 2]),
-        )
-        with tf.control_dependencies([write]):
-            count.assign_add(1)  # after the write: a reader that sees n finds slots < n filled
-        return element
-
-    plain = tf.autograph.experimental.do_not_convert  # nothing to convert: skip autograph
-    stamps = _inline_map(tf.data.Dataset.range(2**62), plain(stamp))
-    stamped = _inline_map(tf.data.Dataset.zip((stamps, source)), plain(record))
-    options = tf.data.Options()
-    options.experimental_optimization.inject_prefetch = False
-    return stamped.with_options(options), None
