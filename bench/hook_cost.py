@@ -445,23 +445,34 @@ def keras_job(steps: int) -> tuple[str, Loop]:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(steps * BATCH, 32)).astype("float32")
     y = rng.normal(size=(steps * BATCH, 1)).astype("float32")
-    model = keras.Sequential(
-        [keras.Input((32,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)]
-    )
-    model.compile("sgd", "mse")
+    # Bare and hooked runs each train a model of their own, the hooked one compiled under the
+    # hooks as `gpuwhy run` compiles every model (on TensorFlow, a Keras loop compiled without
+    # them has no in-graph stamps; one compiled with them keeps the stamps when they are gone).
+    models = {}
+    for hooked in (False, True):
+        models[hooked] = keras.Sequential(
+            [keras.Input((32,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)]
+        )
+        models[hooked].compile("sgd", "mse")
+
+    def model() -> Any:
+        from gpuwhy.hooks import auto
+
+        return models[auto.is_installed()]
+
     if backend == "tensorflow":
         import tensorflow as tf
 
         data = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).cache()
 
         def run() -> None:
-            model.fit(data, epochs=1, verbose=0)
+            model().fit(data, epochs=1, verbose=0)
 
         source = "a cached tf.data dataset"
     else:
 
         def run() -> None:
-            model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
+            model().fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
 
         source = "NumPy arrays"
     return f"Keras `fit` on {backend} (Dense 64-1, {source})", run

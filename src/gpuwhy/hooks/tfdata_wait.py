@@ -147,45 +147,32 @@ def _stamped(original: Callable[..., Any], *, optional: bool) -> Callable[..., A
         tf = sys.modules["tensorflow"]
         local.inside = True
         try:
+            get = functools.partial(original, self, *args, **kwargs)
             if tf.executing_eagerly():  # `run_eagerly=True`: the pull runs here and now
-                return _eager_pull(tf, original, self, args, kwargs, optional)
-            return _traced_pull(tf, original, self, args, kwargs, optional)
+                return _eager_pull(tf, get, optional)
+            return _traced_pull(tf, get, optional)
         finally:
             local.inside = False
 
     return pull
 
 
-def _eager_pull(
-    tf: Any,
-    original: Callable[..., Any],
-    iterator: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    optional: bool,
-) -> Any:
+def _eager_pull(tf: Any, get: Callable[[], Any], optional: bool) -> Any:
     pulls = _pulls_for(tf)
     requested = time.monotonic_ns()
-    element = original(iterator, *args, **kwargs)
+    element = get()
     if not optional or bool(element.has_value()):
         pulls.eager.append((requested, time.monotonic_ns()))
     _local.made += 1
     return element
 
 
-def _traced_pull(
-    tf: Any,
-    original: Callable[..., Any],
-    iterator: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    optional: bool,
-) -> Any:
+def _traced_pull(tf: Any, get: Callable[[], Any], optional: bool) -> Any:
     queue = _pulls_for(tf).queue
     with tf.device("/CPU:0"):
         requested = tf.timestamp()
     with tf.control_dependencies([requested]):
-        element = original(iterator, *args, **kwargs)
+        element = get()
     parts = tf.nest.flatten(element, expand_composites=True)
     with tf.device("/CPU:0"), tf.control_dependencies(parts):
         delivered = tf.timestamp()
