@@ -98,19 +98,23 @@ def _stamp_returns(model: Any, name: str) -> Callable[[], None] | None:
     compiled = cell.cell_contents
     if getattr(compiled, "_gpuwhy_inner", None) is not None:
         return None
-    untraced = _tracing_count(compiled) <= 0  # to be traced, or run eagerly, under the wrapper
-    to_check = untraced and tfdata_wait.installed() and compiled not in _stamped_loops
-    if to_check or compiled in _stamped_loops:
+    hooked = tfdata_wait.installed()
+    known = compiled in _stamped_loops
+    # To be traced, or run eagerly, under the wrapper: its first call tells whether it stamps.
+    to_check = not known and hooked and _tracing_count(compiled) <= 0
+    if known or to_check:
         set_data_mode(SRC_GRAPH, None)
-    elif not tfdata_wait.installed():
+    elif not hooked:
         set_data_mode(0, "tf.data's iterators are not hooked in this process")
     else:
         set_data_mode(0, "Keras's loop was compiled before gpuwhy's hooks were in place")
 
     def stamped(*args: Any, **kwargs: Any) -> Any:
+        nonlocal to_check
         made = tfdata_wait.made()
         result = tfdata_wait.call_stamping(compiled, *args, **kwargs)
-        if to_check:
+        if to_check:  # once: the first call that returns
+            to_check = False
             _check_stamps(compiled, tfdata_wait.made() != made)
         step = tracker.state().step
         if step is not None:
@@ -128,13 +132,13 @@ def _stamp_returns(model: Any, name: str) -> Callable[[], None] | None:
 
 
 def _check_stamps(compiled: Any, made: bool) -> None:
-    """After a call of a loop first traced (or run eagerly) under the stamps: note that it has
-    them, or, if its trace made none (a Keras that pulls some other way), that its phase's wait
-    is unknown: no pulls will come."""
+    """After the first call of a loop traced (or run eagerly) under the stamps: note that it
+    has them, or, if that call made none (a Keras that pulls some other way), that its phase's
+    wait is unknown: no pulls will come."""
     try:
         if made:
             _stamped_loops.add(compiled)
-        elif compiled not in _stamped_loops:
+        else:
             set_data_mode(0, "Keras's compiled loop pulls its batches some other way")
     except Exception as error:  # never into the user's loop
         emitter.report_once("keras.stamps", f"Keras stamps not checked: {error!r}")

@@ -35,16 +35,6 @@ QUEUE_CAPACITY = 2**30
 
 _NO_ELEMENT = -1.0  # the delivery written for an Optional pull that found the data's end
 
-_PASS_THROUGH = (
-    "_OptionsDataset",
-    "_AssertNextDataset",
-    "_MaxIntraOpParallelismDataset",
-    "_PrivateThreadPoolDataset",
-    "_ModelDataset",
-    "_OptimizeDataset",
-)
-# tf.data's inject_prefetch looks through these before deciding (inject_prefetch.cc).
-
 
 class _Local(threading.local):
     active = 0  # > 0 while a compiled function that should stamp its pulls is called
@@ -64,18 +54,17 @@ class _Pulls:
                 QUEUE_CAPACITY, [tf.float64, tf.float64], shapes=[[], []], name="gpuwhy_pulls"
             )
         self.eager: deque[tuple[int, int]] = deque()  # pulls of a loop run eagerly
-        self._lock = threading.Lock()
 
     def poll(self) -> list[tuple[int, int]]:
-        """New pulls as monotonic-ns (request, delivery) pairs; called on the flusher thread."""
+        """New pulls as monotonic-ns (request, delivery) pairs; called by the emitter, under
+        its delivery lock (one reader at a time)."""
         pulls = []
         while self.eager:
             pulls.append(self.eager.popleft())
-        with self._lock:
-            count = int(self.queue.size())
-            if count == 0:
-                return pulls
-            requests, deliveries = self.queue.dequeue_many(count)
+        count = int(self.queue.size())
+        if count == 0:
+            return pulls
+        requests, deliveries = self.queue.dequeue_many(count)
         # tf.timestamp is wall-clock seconds; spans use the monotonic clock.
         offset_ns = time.time_ns() - time.monotonic_ns()
         for request_s, delivery_s in zip(requests.numpy(), deliveries.numpy(), strict=True):
@@ -192,20 +181,3 @@ def _traced_pull(tf: Any, get: Callable[[], Any], optional: bool) -> Any:
             return tf.identity(tensor)
 
     return tf.nest.map_structure(after_record, element, expand_composites=True)
-
-
-def would_inject_prefetch(dataset: Any) -> bool:
-    """Whether tf.data itself would append `prefetch(AUTOTUNE)` to `dataset`."""
-    options = dataset.options()
-    if (
-        options.autotune.enabled is False
-        or options.experimental_optimization.inject_prefetch is False
-    ):
-        return False
-    node = dataset
-    while type(node).__name__ in _PASS_THROUGH:
-        inputs = node._inputs()
-        if len(inputs) != 1:
-            break
-        node = inputs[0]
-    return "Prefetch" not in type(node).__name__

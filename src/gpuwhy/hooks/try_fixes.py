@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpuwhy.hooks import emitter, patching, tfdata_wait, tracker
+from gpuwhy.hooks import emitter, patching, tracker
 from gpuwhy.model import Event
 from gpuwhy.wire import ENV_TRY, TRY_SEEN_EVENT, TRY_STOPPED_EVENT
 
@@ -300,7 +300,7 @@ def _prefetched(trial: _Trial, dataset: Any, autotune: int) -> Any:
         return dataset
     trial.note("tf.no_prefetch", site=True)
     try:
-        if tfdata_wait.would_inject_prefetch(dataset):
+        if _would_inject_prefetch(dataset):
             trial.note("tf.prefetch_injected")  # tf.data appends one itself
     except Exception:  # an options layout it does not know: nothing said
         pass
@@ -308,6 +308,34 @@ def _prefetched(trial: _Trial, dataset: Any, autotune: int) -> Any:
         return dataset
     trial.apply("tf.prefetch")
     return dataset.prefetch(autotune)
+
+
+_PASS_THROUGH = (
+    "_OptionsDataset",
+    "_AssertNextDataset",
+    "_MaxIntraOpParallelismDataset",
+    "_PrivateThreadPoolDataset",
+    "_ModelDataset",
+    "_OptimizeDataset",
+)
+# tf.data's inject_prefetch looks through these before deciding (inject_prefetch.cc).
+
+
+def _would_inject_prefetch(dataset: Any) -> bool:
+    """Whether tf.data itself would append `prefetch(AUTOTUNE)` to `dataset`."""
+    options = dataset.options()
+    if (
+        options.autotune.enabled is False
+        or options.experimental_optimization.inject_prefetch is False
+    ):
+        return False
+    node = dataset
+    while type(node).__name__ in _PASS_THROUGH:
+        inputs = node._inputs()
+        if len(inputs) != 1:
+            break
+        node = inputs[0]
+    return "Prefetch" not in type(node).__name__
 
 
 # ---------------------------------------------------------------------------------- keras
