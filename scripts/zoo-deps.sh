@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints-dev.txt \
     'torch==2.13.0' 'tensorflow==2.21.0' \
-    'transformers==5.24.0' 'lightning==2.6.6' 'accelerate==1.15.0' 'flax==0.12.8' 'optax==0.2.8'
+    'tf_keras==2.21.0' 'transformers==5.24.0' 'lightning==2.6.6' 'accelerate==1.15.0' 'flax==0.12.8' 'optax==0.2.8'

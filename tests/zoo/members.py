@@ -176,6 +176,15 @@ MEMBERS = (
         needs=("tensorflow",),
     ),
     Member(
+        "Keras 2 (tf_keras) fit + callbacks over a slow tf.data map",
+        "tf_keras_fit.py",
+        "keras-tensorflow",
+        {"train": 20, "validation": 10, "evaluate": 5, "predict": 5},
+        {"train": True, "validation": True, "evaluate": True, "predict": True},
+        env={"TF_USE_LEGACY_KERAS": "1"},
+        needs=("tf_keras", "tensorflow"),
+    ),
+    Member(
         "tf.distribute.MirroredStrategy, Keras fit",
         "tf_mirrored.py",
         "keras-tensorflow",

@@ -149,7 +149,7 @@ def _keras_callback_base() -> type:
     import sys
 
     if os.environ.get("TF_USE_LEGACY_KERAS") == "1" and "keras" not in sys.modules:
-        import tf_keras  # type: ignore[import-not-found]
+        import tf_keras
 
         return tf_keras.callbacks.Callback  # type: ignore[no-any-return]
     import keras

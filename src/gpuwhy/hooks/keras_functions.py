@@ -6,7 +6,8 @@ For the phase it is in, the Keras callback wraps the function Keras calls once p
 - TensorFlow runs synchronously: the moment the compiled loop returns is the execution's end,
   stamped as a DONE record (tighter than the batch-end hook, which runs after Python fetched
   the logs); the loop is called under `tfdata_wait.call_stamping`, so the pulls it traces are
-  stamped in-graph, and the phase's data wait is measured where those stamps exist;
+  stamped in-graph, and the phase's data wait is measured where those stamps exist. tf_keras
+  calls the function `make_*_function` made: that one is wrapped as it is made, for good;
 - JAX and torch dispatch asynchronously: after each call a non-blocking readiness check of its
   results (`jax.Array.is_ready`, a CUDA event's `query`) is kept for the input pulls that
   follow (`tracker.ThreadState.busy`). Nothing here waits for the device.
@@ -14,6 +15,7 @@ For the phase it is in, the Keras callback wraps the function Keras calls once p
 
 from __future__ import annotations
 
+import functools
 import sys
 import weakref
 from collections.abc import Callable
@@ -24,6 +26,7 @@ from gpuwhy.hooks.attribution import DONE, SRC_GRAPH
 from gpuwhy.hooks.completion import find_output
 
 _stamped_loops: weakref.WeakSet[Any] = weakref.WeakSet()  # compiled loops traced with stamps
+_checked_loops: weakref.WeakSet[Any] = weakref.WeakSet()  # traced under the wrapper: known
 
 
 def watch(model: Any, name: str, backend: str) -> Callable[[], None] | None:
@@ -85,11 +88,22 @@ def _stamp_returns(model: Any, name: str) -> Callable[[], None] | None:
     """On TensorFlow, stamp DONE when the compiled loop returns: the tightest end of an
     execution's compute (the batch-end hook runs only after Python unpacked and fetched the
     logs); and call it under `tfdata_wait.call_stamping`, so a trace of it stamps its pulls.
-    Keras's `train_function` calls a `tf.function` it closes over; that call is wrapped for
-    the phase and restored after it. Returns the undo, or None where nothing was done."""
-    if name == "predict_function":
-        return None  # predict pulls in Python before each call: timed there (keras_patches)
+
+    - Keras 3: `train_function` calls a `tf.function` it closes over
+      (`multi_step_on_iterator`); that call is wrapped for the phase and restored after it;
+    - tf_keras: the function its loop calls is the one `make_*_function` returned, wrapped
+      for good as it was made (`stamping_maker`: its evaluate holds on to the function
+      before any callback runs).
+
+    Sets the phase's data mode; returns the undo (a no-op for tf_keras), or None where the
+    loop is not stamped here."""
     function = getattr(model, name, None)
+    compiled = getattr(function, "_gpuwhy_inner", None)
+    if compiled is not None and vars(model).get(name) is function:  # tf_keras, wrapped
+        _set_mode_for(compiled)
+        return _nothing_to_undo
+    if name == "predict_function":
+        return None  # Keras 3's predict pulls in Python before each call: timed there
     code = getattr(function, "__code__", None)
     if code is None or "multi_step_on_iterator" not in code.co_freevars:
         set_data_mode(0, "Keras's compiled loop is not the one gpuwhy knows")
@@ -98,30 +112,8 @@ def _stamp_returns(model: Any, name: str) -> Callable[[], None] | None:
     compiled = cell.cell_contents
     if getattr(compiled, "_gpuwhy_inner", None) is not None:
         return None
-    hooked = tfdata_wait.installed()
-    known = compiled in _stamped_loops
-    # To be traced, or run eagerly, under the wrapper: its first call tells whether it stamps.
-    to_check = not known and hooked and _tracing_count(compiled) <= 0
-    if known or to_check:
-        set_data_mode(SRC_GRAPH, None)
-    elif not hooked:
-        set_data_mode(0, "tf.data's iterators are not hooked in this process")
-    else:
-        set_data_mode(0, "Keras's loop was compiled before gpuwhy's hooks were in place")
-
-    def stamped(*args: Any, **kwargs: Any) -> Any:
-        nonlocal to_check
-        made = tfdata_wait.made()
-        result = tfdata_wait.call_stamping(compiled, *args, **kwargs)
-        if to_check:  # once: the first call that returns
-            to_check = False
-            _check_stamps(compiled, tfdata_wait.made() != made)
-        step = tracker.state().step
-        if step is not None:
-            emitter.emit((DONE, step.exec_id, tracker.clock()))
-        return result
-
-    stamped._gpuwhy_inner = compiled  # type: ignore[attr-defined]
+    _set_mode_for(compiled)
+    stamped = _stamped_loop(compiled)
     cell.cell_contents = stamped
 
     def restore() -> None:
@@ -129,6 +121,73 @@ def _stamp_returns(model: Any, name: str) -> Callable[[], None] | None:
             cell.cell_contents = compiled
 
     return restore
+
+
+def stamping_maker(original: Callable[..., Any]) -> Callable[..., Any]:
+    """tf_keras's `make_{train,test,predict}_function`, returning the function its loops call
+    wrapped by `_stamped_loop` (a `tf.function`, or the plain function of `run_eagerly`;
+    anything else, such as a cluster coordinator's scheduling lambda, as it was)."""
+
+    @functools.wraps(original)
+    def make(self: Any, *args: Any, **kwargs: Any) -> Any:
+        function = original(self, *args, **kwargs)
+        if getattr(function, "_gpuwhy_inner", None) is not None or not _a_loop(function):
+            return function
+        try:
+            return _stamped_loop(function)
+        except Exception as error:  # never into the user's fit
+            emitter.report_once("tf_keras.loop", f"tf_keras loop not stamped: {error!r}")
+            return function
+
+    return make
+
+
+def _a_loop(function: Any) -> bool:
+    if callable(getattr(function, "experimental_get_tracing_count", None)):
+        return True  # a tf.function
+    return getattr(function, "__name__", "") in _LOOP_NAMES  # run eagerly
+
+
+_LOOP_NAMES = ("train_function", "test_function", "predict_function")
+
+
+def _set_mode_for(compiled: Any) -> None:
+    """The phase's data mode, before its loop is called: measured where the loop is known to
+    stamp, or is yet to be traced (or runs eagerly) with the pulls hooked."""
+    hooked = tfdata_wait.installed()
+    if compiled in _stamped_loops or (hooked and _tracing_count(compiled) <= 0):
+        set_data_mode(SRC_GRAPH, None)
+    elif not hooked:
+        set_data_mode(0, "tf.data's iterators are not hooked in this process")
+    else:
+        set_data_mode(0, "Keras's loop was compiled before gpuwhy's hooks were in place")
+
+
+def _stamped_loop(compiled: Any) -> Callable[..., Any]:
+    """`compiled` called under the stamps, its return stamped DONE; the first call that
+    traces it (or runs it eagerly) with the pulls hooked tells whether it stamps."""
+
+    def stamped(*args: Any, **kwargs: Any) -> Any:
+        if compiled in _checked_loops:
+            result = tfdata_wait.call_stamping(compiled, *args, **kwargs)
+        else:
+            fresh = tfdata_wait.installed() and _tracing_count(compiled) <= 0
+            made = tfdata_wait.made()
+            result = tfdata_wait.call_stamping(compiled, *args, **kwargs)
+            _checked_loops.add(compiled)  # traced now, or before: no later call is a first
+            if fresh:
+                _check_stamps(compiled, tfdata_wait.made() != made)
+        step = tracker.state().step
+        if step is not None:
+            emitter.emit((DONE, step.exec_id, tracker.clock()))
+        return result
+
+    stamped._gpuwhy_inner = compiled  # type: ignore[attr-defined]
+    return stamped
+
+
+def _nothing_to_undo() -> None:
+    pass
 
 
 def _check_stamps(compiled: Any, made: bool) -> None:

@@ -32,9 +32,13 @@ class KerasSpans:
     """The callback's behaviour; `callback_class()` mixes it into a Keras `Callback`."""
 
     async_safe = True
+    _keras_backend: str | None = None  # None: Keras 3's (backend_name)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # tf_keras: the logs it is given stay tensors (no fetch per batch; allowed under
+        # ParameterServerStrategy). Its Callback sets False on the instance.
+        self._supports_tf_logs = True
         self._in_fit = 0
         self._depths: list[int] = []
         self._test_phase = "evaluate"
@@ -44,6 +48,7 @@ class KerasSpans:
         self._restore: list[Callable[[], None] | None] = []
         self._window: backend_window.BackendWindow | None = None
         self._train_batches = 0  # train batches begun since the train phase's round began
+        self._done_on_return: set[str] = set()  # phases whose compiled loop stamps DONE
 
     # phases -----------------------------------------------------------------------------
     @_safe
@@ -124,10 +129,15 @@ class KerasSpans:
     def _enter(self, phase: str, function: str) -> None:
         model = vars(self).get("_model") or vars(self).get("model")  # never the JAX-syncing
         self._steps_per_execution = _int_or_one(getattr(model, "steps_per_execution", 1))
-        self._backend = backend_name()
+        self._backend = self._keras_backend or backend_name()
         self._depths.append(tracker.push_phase(phase, tracker.clock()))
         self._execs[phase] = {}
-        self._restore.append(keras_functions.watch(model, function, self._backend))
+        restore = keras_functions.watch(model, function, self._backend)
+        self._restore.append(restore)
+        if restore is not None and self._backend == "tensorflow":
+            self._done_on_return.add(phase)  # its batch-end stamp would come later: not sent
+        else:
+            self._done_on_return.discard(phase)
 
     def _leave(self) -> None:
         if self._depths:
@@ -142,7 +152,7 @@ class KerasSpans:
         t = tracker.clock()
         source = tracker.state().data_modes.get(phase, 0)
         mode = source | EXPECT_DONE
-        in_graph_loop = source & SRC_GRAPH and phase != "predict"
+        in_graph_loop = source & SRC_GRAPH  # (Keras 3's predict pulls in Python: SRC_HOST)
         if in_graph_loop or (source & SRC_HOST and self._backend == "jax"):
             mode |= OVERLAP  # the next batch is requested while this one computes
         spe = self._steps_per_execution
@@ -160,7 +170,7 @@ class KerasSpans:
         # (references.md#keras-steps-per-execution).
         t = tracker.clock()
         exec_id = self._execs.get(phase, {}).pop(batch - self._steps_per_execution + 1, None)
-        if exec_id is not None:
+        if exec_id is not None and phase not in self._done_on_return:
             emitter.emit((DONE, exec_id, t))
 
 
@@ -191,9 +201,19 @@ def callback_class(base: type | None = None) -> type:
         base = keras.callbacks.Callback
     cls = _classes.get(base)
     if cls is None:
-        namespace = {"__module__": __name__, "__doc__": _CALLBACK_DOC, "async_safe": True}
+        namespace = {
+            "__module__": __name__,
+            "__doc__": _CALLBACK_DOC,
+            "async_safe": True,
+            # tf_keras runs on TensorFlow whatever Keras 3's backend is.
+            "_keras_backend": "tensorflow" if _is_tf_keras(base) else None,
+        }
         cls = _classes[base] = type("KerasCallback", (KerasSpans, base), namespace)
     return cls
+
+
+def _is_tf_keras(base: type) -> bool:
+    return str(getattr(base, "__module__", "")).split(".")[0] == "tf_keras"
 
 
 _CALLBACK_DOC = """Records Keras phases and steps for gpuwhy (O(1) per batch, no device sync).

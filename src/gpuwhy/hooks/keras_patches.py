@@ -3,8 +3,8 @@
 `install(keras)` patches `Model.fit/evaluate/predict` of Keras 3 (or tf_keras) to put one gpuwhy
 callback first in the callback list (never twice; evaluate inside fit reuses fit's), and the
 input pulls of the backend Keras runs on so they are timed: in-graph on TensorFlow
-(`tfdata_wait`, armed by keras_functions; `predict` pulls in Python), on the host for JAX and
-torch.
+(`tfdata_wait`, armed by keras_functions; Keras 3's `predict` pulls in Python, tf_keras's in its
+compiled function), on the host for JAX and torch.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from gpuwhy.hooks import emitter, iterators, patching, tfdata_wait, tracker
+from gpuwhy.hooks import emitter, iterators, keras_functions, patching, tfdata_wait, tracker
 from gpuwhy.hooks.attribution import SRC_HOST
 from gpuwhy.hooks.keras_functions import set_data_mode
 from gpuwhy.hooks.keras_hooks import KerasSpans, backend_name, callback_class
@@ -33,6 +33,9 @@ def install(keras: Any) -> None:
         patching.patch(model, name, functools.partial(_wrap_loop, base=base, backend=backend))
     if keras.__name__ == "keras":
         _install_input_timing()
+    elif tfdata_wait.install():  # tf_keras pulls inside the functions its make_* return
+        for name in ("train", "test", "predict"):
+            patching.patch(model, f"make_{name}_function", keras_functions.stamping_maker)
 
 
 def _wrap_loop(original: Callable[..., Any], *, base: type, backend: str) -> Callable[..., Any]:
