@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real framework environments that `gpuwhy doctor --python` is tested against (.venvs/NAME).
 # They are independent, so they are built concurrently (installs are mostly waiting on disk).
-#   bash scripts/test-envs.sh            all of them (bare, tf-cpu, torch-cpu, tf-conflict, py312-jax)
+#   bash scripts/test-envs.sh            all of them (bare, tf-cpu, torch-cpu, tf-conflict, py312-jax,
+#                                        py310-jax)
 #   bash scripts/test-envs.sh bare ...   only those named (`bare`: seconds, nothing installed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,18 +27,20 @@ make_conflict_env() {  # tensorflow-cpu and tensorflow in one environment: a rea
     touch .venvs/tf-conflict/.done
 }
 
-python312() {  # a Python 3.12 interpreter, if this machine has one (pyenv's, or on PATH)
-    local found
-    for found in "${PYTHON312:-}" "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python \
-        "$(command -v python3.12 || true)"; do
-        if [ -n "$found" ] && "$found" -c 'import sys; assert sys.version_info[:2] == (3, 12)' \
-            2>/dev/null; then
+python_at() {  # python_at 3.12 [override]: that interpreter, if this machine has one
+    local version=$1 found
+    for found in "${2:-}" "$(pyenv root 2>/dev/null)"/versions/"$version".*/bin/python \
+        "$(command -v "python$version" || true)"; do
+        if [ -n "$found" ] && "$found" -c \
+            "import sys; assert '%d.%d' % sys.version_info[:2] == '$version'" 2>/dev/null; then
             echo "$found"
             return 0
         fi
     done
     return 1
 }
+
+python312() { python_at 3.12 "${PYTHON312:-}"; }
 
 make_py312_env() {  # Python 3.12 (sys.monitoring) with JAX, Flax and Optax: plain JAX loops
     [ -f .venvs/py312-jax/.done ] && return 0
@@ -53,6 +56,22 @@ make_py312_env() {  # Python 3.12 (sys.monitoring) with JAX, Flax and Optax: pla
         'flax==0.12.8' 'optax==0.2.8'
 }
 
+make_py310_env() {  # the oldest Python gpuwhy supports, with JAX (its last releases for 3.10)
+    [ -f .venvs/py310-jax/.done ] && return 0
+    local py
+    if ! py=$(python_at 3.10 "${PYTHON310:-}"); then
+        mkdir -p .venvs/py310-jax
+        echo "no Python 3.10 on this machine (set PYTHON310)" > .venvs/py310-jax/.absent
+        echo "test-envs.sh: no Python 3.10 here: the tests that need it are skipped" >&2
+        return 0
+    fi
+    rm -f .venvs/py310-jax/.absent
+    # gpuwhy's own dependencies too: every module of it is imported there (not gpuwhy itself:
+    # the tests run this checkout's).
+    PY=$py make_env py310-jax 'jax[cpu]==0.6.2' 'jaxlib==0.6.2' 'numpy==2.2.6' \
+        'rich>=13' 'psutil>=5.9' 'nvidia-ml-py>=12.535' 'ijson>=3.2'
+}
+
 make_named() {
     case $1 in
         bare) make_env bare ;;
@@ -60,10 +79,11 @@ make_named() {
         torch-cpu) make_env torch-cpu 'torch==2.13.0' ;;
         tf-conflict) make_conflict_env ;;
         py312-jax) make_py312_env ;;
+        py310-jax) make_py310_env ;;
     esac
 }
 
-ALL=(bare tf-cpu torch-cpu tf-conflict py312-jax)
+ALL=(bare tf-cpu torch-cpu tf-conflict py312-jax py310-jax)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${ALL[@]}")
 for name in "${names[@]}"; do

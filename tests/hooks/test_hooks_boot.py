@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -184,3 +185,54 @@ def test_the_start_up_hook_watches_every_module_the_hooks_patch() -> None:
         element.value for element in ast.walk(assignment) if isinstance(element, ast.Constant)
     }
     assert watched == {module for modules in auto.FRAMEWORKS.values() for module in modules}
+
+
+def _python_older_than_supported() -> str | None:
+    """A Python before 3.10 that runs on this machine (pyenv's, or on PATH), if any."""
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"), "versions")
+    candidates = [str(p) for p in sorted(pyenv.glob("3.[789].*/bin/python"), reverse=True)]
+    candidates += [p for v in ("3.9", "3.8") if (p := shutil.which(f"python{v}"))]
+    for python in candidates:
+        probe = "import sys; assert (3, 7) <= sys.version_info < (3, 10)"
+        if subprocess.run([python, "-c", probe], capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+@pytest.mark.slow
+def test_a_job_whose_hooks_cannot_load_is_reported_as_not_seen(tmp_path: Path) -> None:
+    """A job on a Python gpuwhy does not support imports a framework: its hooks stay out, the
+    job runs as written, and the report says that its phases and steps are missing (a report
+    of "no problem" would be wrong), in the terminal, the verdict and the JSON."""
+    import jsonschema
+
+    from gpuwhy.report import json_report
+
+    old = _python_older_than_supported()
+    if old is None:
+        pytest.skip("no Python before 3.10 on this machine")
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "jax.py").write_text("LOADED = True\n")  # what the boot watches for: `jax`
+    (job / "train.py").write_text("import sys\nimport jax\nprint('trained', jax.LOADED)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUWHY")}
+    env["PYTHONPATH"] = str(BOOT.parents[2])  # gpuwhy itself, for the `gpuwhy run` process
+    command = ["run", "--json", "report.json", "--", old, str(job / "train.py")]
+    done = subprocess.run(
+        [REPO_PYTHON, "-m", "gpuwhy", *command],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "trained True" in done.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    jsonschema.validate(report, json_report.schema())
+    [spot] = report["not_measured"]
+    assert spot["kind"] == "hooks_unavailable"
+    assert "need Python 3.10 or later" in spot["reason"]
+    assert "not seen inside" in report["verdict"] and "no runtime problem" not in report["verdict"]
+    shown = " ".join((done.stdout + done.stderr).split())
+    assert "Not measured: gpuwhy's hooks did not load" in shown

@@ -50,9 +50,9 @@ def _input_bound_gpu_run(path: Path, framework: str = "keras") -> Run:
     run.gpu(0, 1, end, util_gpu_pct=30, job_memory_bytes=GiB)
     run.gpu(0, end, 12, util_gpu_pct=90, job_memory_bytes=GiB)
     if framework == "keras":
-        run.event(0.5, "hook", "keras", framework="keras", backend="tensorflow")
+        run.event(0.5, "hooks", "Keras loop ran", framework="keras", backend="tensorflow")
     else:
-        run.event(0.5, "hook", framework, framework=framework)
+        run.event(0.5, "hooks", f"instrumented {framework}", framework=framework)
     return run
 
 
@@ -63,7 +63,7 @@ def _healthy_gpu_run(path: Path) -> Run:
     end = run.steps("train", 1, 100, 0.08)
     run.phase("train", 1, end)
     run.gpu(0, 1, end, util_gpu_pct=97, job_memory_bytes=GiB)
-    run.event(0.1, "hook", "keras", framework="keras", backend="tensorflow")
+    run.event(0.1, "hooks", "Keras loop ran", framework="keras", backend="tensorflow")
     return run
 
 

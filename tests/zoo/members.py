@@ -248,6 +248,18 @@ MEMBERS = (
         gap="steps from the compiled train step's calls; on Python 3.11 the generator's reads "
         "are not timed (3.12 and later time them; or wrap it in gpuwhy.iterate)",
     ),
+    Member(  # 20 calls of the compiled update bound 19 whole steps
+        "JAX's MNIST-from-scratch loop (jax.jit, jax.grad, next() of a generator), Python 3.10",
+        "jax_mnist.py",
+        "jax",
+        {"train": 19},
+        {"train": None},
+        args=("--read-ms", "5"),
+        needs=("jax",),
+        interpreter="py310-jax",
+        gap="steps from the compiled update's calls; before Python 3.12 the generator's reads "
+        "are not timed (3.12 and later time them; or wrap it in gpuwhy.iterate)",
+    ),
     Member(  # from Python 3.12 the generator's reads are timed (hooks/generator_pulls.py)
         "Flax/Optax loop over NumPy batches, Python 3.12",
         "flax_optax.py",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gpuwhy.analysis.alignment import ACTIVE, RUN, GpuWindowStats
+from gpuwhy.analysis.blind_spots import BlindSpot, find_blind_spots
 from gpuwhy.analysis.context import RunContext
 from gpuwhy.analysis.framework import Framework, detect
 from gpuwhy.analysis.hostwindows import host_window_stats
@@ -65,6 +66,7 @@ class Diagnosis:
     kernels: Any = None
     # phase -> a row per rank, where several processes stepped in it (analysis/ranks.py)
     ranks: Mapping[str, tuple[RankPhase, ...]] = field(default_factory=dict)
+    blind_spots: tuple[BlindSpot, ...] = ()  # what the job's hooks said they could not see
 
     @property
     def worst_severity(self) -> Severity | None:
@@ -249,4 +251,5 @@ def diagnose(
         complete=recording.complete,
         meta=meta,
         ranks=ranks,
+        blind_spots=find_blind_spots(event_facts.events),
     )

@@ -232,7 +232,9 @@ class Attributor:
             if phase not in self._unknown:
                 self._unknown.add(phase)
                 message = "data wait unknown for some steps: no completion time"
-                out.append(Event(end, "data_wait_unavailable", message, {"phase": phase}))
+                reason = "some of its steps have no completion time"
+                data = {"phase": phase, "reason": reason}
+                out.append(Event(end, "data_wait_unavailable", message, data))
             return out
         delivered = pulls[-1][1]
         wait_start = delivered - wait_ns

@@ -255,7 +255,10 @@ def finish() -> None:
         finally:
             _lock.release()
     if _counts["dropped"] and isinstance(_sink, SocketSink) and _sink.alive:
-        _sink([Event(time.monotonic_ns(), "hook", "records dropped", dict(_counts))])
+        message = (
+            f"{_counts['dropped']} of the job's hook records were dropped: its steps are incomplete"
+        )
+        _sink([Event(time.monotonic_ns(), "hook", message, dict(_counts))])
     if isinstance(_sink, SocketSink):
         _sink.close()
 

@@ -52,7 +52,8 @@ _TOOL_IDS = (4, 3)
 _FRAMEWORKS = ("torch", "jax", "jaxlib", "flax", "optax", "gpuwhy")  # their code is no loop
 _STACK_DEPTH = 64
 _GENERATOR = 0x20  # inspect.CO_GENERATOR
-_FOR_ITER, _CALL, _CACHE = opcode.opmap["FOR_ITER"], opcode.opmap["CALL"], opcode.opmap["CACHE"]
+# (3.12's names; before 3.11 there is no CALL or CACHE, and nothing here is used before 3.12)
+_FOR_ITER, _CALL, _CACHE = (opcode.opmap.get(name, -1) for name in ("FOR_ITER", "CALL", "CACHE"))
 
 
 class _Watch:

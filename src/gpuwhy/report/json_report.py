@@ -179,6 +179,8 @@ def to_dict(diagnosis: Diagnosis) -> dict[str, Any]:
         }
     if diagnosis.kernels is not None:
         report["trace"] = _trace(diagnosis.kernels)
+    if diagnosis.blind_spots:
+        report["not_measured"] = [spot.to_dict() for spot in diagnosis.blind_spots]
     return dict(_jsonable(report))
 
 

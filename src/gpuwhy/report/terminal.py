@@ -341,6 +341,18 @@ def _kernel_lines(kernels: Any) -> list[str]:
     return lines
 
 
+_MAX_BLIND_SPOTS = 4  # lines; the JSON report has them all
+
+
+def _blind_spot_lines(diagnosis: Diagnosis, console: Console) -> None:
+    spots = diagnosis.blind_spots
+    for spot in spots[:_MAX_BLIND_SPOTS]:
+        _wrapped(console, Text("Not measured: ", style="yellow").append(spot.describe()))
+    if len(spots) > _MAX_BLIND_SPOTS:
+        more = len(spots) - _MAX_BLIND_SPOTS
+        _wrapped(console, Text(f"(+{more} more not measured: --json)", style="dim"))
+
+
 def render(diagnosis: Diagnosis, console: Console) -> None:
     """Print the one-screen summary of a diagnosis."""
     _wrapped(console, Text(_header(diagnosis)))
@@ -357,6 +369,7 @@ def render(diagnosis: Diagnosis, console: Console) -> None:
     for note in (_one_time_line(diagnosis.phases), _stall_line(diagnosis.phases)):
         if note:
             _wrapped(console, Text(note, style="dim"))
+    _blind_spot_lines(diagnosis, console)
     _rank_section(diagnosis, console)
     if diagnosis.kernels is not None:
         console.print(Text("Kernel level (from the trace)", style="bold underline"))

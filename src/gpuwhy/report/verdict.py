@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuwhy.analysis import Diagnosis, PhaseStats
+from gpuwhy.analysis.blind_spots import HOOKS_UNAVAILABLE
 from gpuwhy.analysis.framework import Framework, concerns_job
 from gpuwhy.model import Finding, Severity
 
@@ -88,6 +89,8 @@ def verdict(diagnosis: Diagnosis) -> str:
             parts.append(busy)
     if top is not None and top.severity is not Severity.INFO:
         parts.append(_headline(top))
+    elif _not_seen_inside(diagnosis):
+        parts.append("the job was not seen inside: gpuwhy's hooks did not load in it")
     elif not parts:
         parts.append("No runtime problem found (no GPU use was recorded)")
     else:
@@ -95,6 +98,14 @@ def verdict(diagnosis: Diagnosis) -> str:
         hints = sum(1 for f in diagnosis.findings if f.severity is Severity.INFO)
         parts.append("no runtime problem found" + (f" ({_hints(hints)})" if hints else ""))
     return "; ".join(parts)
+
+
+def _not_seen_inside(diagnosis: Diagnosis) -> bool:
+    """No step was recorded, and the hooks said they could not load: "no problem" would be a
+    guess (where another process of the job was seen, its report stands, with the line)."""
+    return not any(p.steps for p in diagnosis.phases.values()) and any(
+        spot.kind == HOOKS_UNAVAILABLE for spot in diagnosis.blind_spots
+    )
 
 
 def _hints(count: int) -> str:

@@ -129,9 +129,9 @@ def synthesize(
     writer.put(
         Event(
             start_ns + 40 * NS_PER_S,
-            "hook",
-            "keras fit instrumented",
-            {"key": "keras.fit", "framework": "keras"},
+            "hooks",
+            "Keras loop ran",
+            {"key": "keras.loop", "framework": "keras"},
         )
     )
     timeline = Timeline(start_ns, end_ns, seed)

@@ -37,6 +37,7 @@ _WATCHED = frozenset(
     }
 )
 _GUARD = "GPUWHY_CHAINED_SITECUSTOMIZE"  # gpuwhy.wire.ENV_CHAINED_SITECUSTOMIZE
+_OLDEST_PYTHON = (3, 10)  # pyproject.toml's requires-python
 
 
 class _BootFinder:
@@ -49,6 +50,12 @@ class _BootFinder:
             return None  # every other import: one set lookup
         try:
             if self in sys.meta_path:
+                if sys.version_info < _OLDEST_PYTHON:
+                    oldest, runs = _OLDEST_PYTHON, sys.version_info
+                    raise RuntimeError(
+                        f"they need Python {oldest[0]}.{oldest[1]} or later; "
+                        f"the job runs {runs[0]}.{runs[1]}"
+                    )
                 _import_own_gpuwhy()
                 from gpuwhy.hooks import auto, emitter
 
@@ -58,10 +65,36 @@ class _BootFinder:
 
             finder = auto.finder()
             return finder.find_spec(fullname, path, target) if finder else None
-        except Exception:  # never break the job's imports
+        except Exception as error:  # never break the job's imports
             if self in sys.meta_path:
                 sys.meta_path.remove(self)
+                _tell_run(error)
             return None
+
+
+def _tell_run(error: Exception) -> None:
+    """The hooks did not load in this process: say so to `gpuwhy run` in one line of its wire
+    protocol (gpuwhy.wire), so that its report says the job's phases, steps and waits are
+    missing, not that the job has no problem. Never raises."""
+    try:
+        import json
+        import socket
+        import time
+
+        reason = str(error) if isinstance(error, RuntimeError) else repr(error)
+        line = {
+            "t": "event",
+            "ts": int(time.monotonic() * 1e9),  # (monotonic_ns: 3.7 and later)
+            "kind": "hooks_unavailable",  # gpuwhy.analysis.blind_spots.HOOKS_UNAVAILABLE
+            "msg": reason,
+            "data": {"pid": os.getpid()},
+        }
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(2.0)
+            sock.connect(os.environ.get("GPUWHY_SOCKET", ""))
+            sock.sendall((json.dumps(line) + "\n").encode())
+    except Exception:
+        pass
 
 
 def _import_own_gpuwhy() -> None:

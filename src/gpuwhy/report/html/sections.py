@@ -44,6 +44,8 @@ def header(diagnosis: Diagnosis) -> str:
             '<p class="note warn">The recording is incomplete: gpuwhy stopped before '
             "the job (or the job is still running).</p>"
         )
+    for spot in diagnosis.blind_spots:
+        notes.append(f'<p class="note warn">Not measured: {esc(spot.describe())}</p>')
     provenance = diagnosis.meta.get("provenance")
     if isinstance(provenance, str) and provenance:
         notes.append(f'<p class="note">Provenance: {esc(provenance)}</p>')
