@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,7 @@ class Part:
 PARTS = (
     Part("hooks-python", None, (), False),
     Part("hooks-generator", None, (), False, python312=True),
+    Part("hooks-loader", None, (), False),
     Part("hooks-torch", None, ("torch",), False),
     Part("hooks-tensorflow", "tensorflow", ("tensorflow", "keras"), False),
     Part("job-torch", None, ("torch",), False),
@@ -279,6 +280,16 @@ def generator_hooks(calls: int) -> list[Hook]:
             calls,
         ),
     ]
+
+
+def loader_hooks(calls: int) -> list[Hook]:
+    """(g) the same iterator class on this interpreter: before Python 3.12 its reads are timed
+    through its own `__next__`, patched (legacy_reads.py)."""
+    hooks = generator_hooks(calls)[1:]
+    version = f"Python {sys.version_info[0]}.{sys.version_info[1]}"
+    how = "sys.monitoring" if sys.version_info >= (3, 12) else "its `__next__` patched"
+    step = f"+ `tracker.boundary` (a plain loop's step, {version}: {how})"
+    return [replace(hook, label=f"an iterator class's `__next__` {step}") for hook in hooks]
 
 
 def torch_hooks(calls: int) -> list[Hook]:
@@ -481,6 +492,7 @@ def keras_job(steps: int) -> tuple[str, Loop]:
 HOOK_CHILDREN: dict[str, Callable[[int], list[Hook]]] = {
     "hooks-python": python_hooks,
     "hooks-generator": generator_hooks,
+    "hooks-loader": loader_hooks,
     "hooks-torch": torch_hooks,
     "hooks-tensorflow": tensorflow_hooks,
 }
@@ -497,7 +509,7 @@ def child(name: str, pairs: int, quick: bool) -> dict[str, Any]:
 
         # Held back while a loop is timed: its records are then delivered as the flusher would.
         flush_s, emitter.FLUSH_INTERVAL_S = emitter.FLUSH_INTERVAL_S, 3600.0
-        pure = name in ("hooks-python", "hooks-generator")
+        pure = name in ("hooks-python", "hooks-generator", "hooks-loader")
         calls = CALLS[quick] if pure else CALLS[quick] // 10
         hooks = HOOK_CHILDREN[name](calls)
         return {"hooks": [measure_hook(hook, ROUNDS[quick], flush_s) for hook in hooks]}

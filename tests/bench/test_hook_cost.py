@@ -25,11 +25,17 @@ HOOKS = (
     "Dataset.range",
     "Keras callback",
     "tf.data wait stamps",
+    # an iterator class's reads on this interpreter (before 3.12: through its patched `__next__`)
+    "patched)" if sys.version_info < (3, 12) else "sys.monitoring)",
 )
 # The generator and iterator class reads' hooks run where scripts/test-envs.sh found a Python
 # 3.12 (the bench's default --python312); without one the bench says so in a note.
 if machine.PY312.exists():
-    HOOKS = (*HOOKS, "generator's read", "iterator class's `__next__`")
+    HOOKS = (
+        *HOOKS,
+        "generator's read",
+        "`__next__` + `tracker.boundary` (a plain loop's step, Python 3.12)",
+    )
 JOBS = ("PyTorch loop", "Keras `fit` on tensorflow")
 NUMBER = re.compile(r"-?\d+(\.\d+)?")  # never nan or inf
 

@@ -1,10 +1,11 @@
 """Plain loops over generators and iterator classes, run by tests/hooks/test_generator_pulls.py
-on Python 3.12+.
+on Python 3.12+ and, for what it does there, on 3.10.
 
 Steps are bounded by `tracker.boundary`, the call a torch optimizer step or a JAX compiled train
 step makes (framework_hooks.py, jax_steps.py); the loop's reads are found and timed by
-generator_pulls.py through `sys.monitoring`. Prints one JSON line: the spans the emitter
-delivered (kind, start, end, steps) and whether gpuwhy still holds a monitoring tool id.
+generator_pulls.py through `sys.monitoring` (before 3.12: legacy_reads.py). Prints one JSON
+line: the spans the emitter delivered (kind, start, end, steps), the kinds of its events, and
+which monitoring tool ids gpuwhy still holds.
 
     python generator_loops.py SHAPE     loop | accumulate | list | wrapped | thread | taken |
                                         counted | stepwise | late | class | class-stepwise
@@ -90,10 +91,18 @@ def loop(shape: str) -> None:
 def main() -> None:
     shape = sys.argv[1]
     delivered: list[Span] = []
-    emitter.configure(lambda batch: delivered.extend(s for s in batch if isinstance(s, Span)))
+    events: list[str] = []
+    emitter.configure(
+        lambda batch: [
+            delivered.append(r) if isinstance(r, Span) else events.append(r.kind) for r in batch
+        ]
+    )
     if shape == "taken":  # another tool (a debugger, a profiler) holds both free ids
-        for tool in (3, 4):
-            sys.monitoring.use_tool_id(tool, "another tool")
+        if sys.version_info >= (3, 12):
+            for tool in (3, 4):
+                sys.monitoring.use_tool_id(tool, "another tool")
+        else:  # before 3.12 the search is a profile function: the job's own profiler is on
+            sys.setprofile(lambda frame, event, arg: None)
     generator_pulls.install()
     other = None
     if shape == "thread":  # the same generator function, read by a thread that is no loop
@@ -104,9 +113,12 @@ def main() -> None:
         other.join()
     tracker.finalize(tracker.clock())
     emitter.flush(5.0)
-    held = [tool for tool in range(6) if sys.monitoring.get_tool(tool) == "gpuwhy"]
+    monitoring = getattr(sys, "monitoring", None)
+    held = [tool for tool in range(6) if monitoring and monitoring.get_tool(tool) == "gpuwhy"]
     spans = [(s.kind.name, s.start_ns, s.end_ns, s.steps) for s in delivered]
-    print(json.dumps({"spans": sorted(spans, key=lambda s: s[1]), "held": held}))
+    profiled = sys.getprofile() is not None  # the search's profile function stayed on
+    result = {"spans": sorted(spans, key=lambda s: s[1]), "held": held, "events": events}
+    print(json.dumps({**result, "profiled": profiled}))
 
 
 if __name__ == "__main__":

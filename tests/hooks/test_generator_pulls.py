@@ -1,6 +1,7 @@
 """A plain loop's own generator, timed through `sys.monitoring` (generator_pulls.py): real loops
 run by a Python 3.12 interpreter (generator_loops.py), their steps bounded by the call a torch
-optimizer step or a JAX train step makes. The zoo runs a real Flax loop the same way."""
+optimizer step or a JAX train step makes; and before 3.12 (legacy_reads.py), by Python 3.10.
+The zoo runs a real Flax loop the same way."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from gpuwhy.hooks import generator_pulls, tracker
 from support import ROOT, framework_env
 
 JOB = Path(__file__).resolve().parent / "generator_loops.py"
@@ -26,7 +26,12 @@ TIMED = STEPS - 2
 
 def run_loops(shape: str) -> tuple[list[tuple[str, int, int, int]], list[int]]:
     """(the spans the loop's hooks delivered, the monitoring tool ids gpuwhy holds at the end)."""
-    python = framework_env("py312-jax")
+    result = run_job(shape, framework_env("py312-jax"))
+    return [tuple(s) for s in result["spans"]], result["held"]  # type: ignore[misc]
+
+
+def run_job(shape: str, python: Path | str) -> dict[str, Any]:
+    """generator_loops.py's JSON line: spans, events' kinds, tool ids held, profile left on."""
     done = subprocess.run(
         [str(python), str(JOB), shape],
         capture_output=True,
@@ -37,7 +42,7 @@ def run_loops(shape: str) -> tuple[list[tuple[str, int, int, int]], list[int]]:
     )
     assert done.returncode == 0 and not done.stderr, done.stderr[-3000:]
     result: dict[str, Any] = json.loads(done.stdout)
-    return [tuple(s) for s in result["spans"]], result["held"]  # type: ignore[misc]
+    return result
 
 
 def _of(spans: list[tuple[str, int, int, int]], kind: str) -> list[tuple[str, int, int, int]]:
@@ -108,8 +113,52 @@ def test_nothing_is_watched_when_other_tools_hold_the_free_ids() -> None:
     assert len(_of(spans, "STEP")) == STEPS and not _of(spans, "WAIT") and held == []
 
 
-@pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.11's behaviour")
-def test_python_3_11_has_no_search() -> None:
-    before = list(tracker.on_unfed_step)
-    generator_pulls.install()
-    assert tracker.on_unfed_step == before and not generator_pulls.available()
+def _pythons_before_3_12() -> list[Any]:
+    """The oldest Python gpuwhy supports (its test environment), and this one if before 3.12."""
+    pythons: list[Any] = [pytest.param("py310-jax", id="3.10")]
+    if sys.version_info < (3, 12):
+        pythons.append(pytest.param(sys.executable, id="this"))
+    return pythons
+
+
+def _python(name: str) -> str:
+    return name if os.sep in name else str(framework_env(name))
+
+
+@pytest.mark.parametrize("python", _pythons_before_3_12())
+@pytest.mark.parametrize("shape", ["class", "class-stepwise"])
+def test_before_3_12_an_iterator_class_s_reads_are_timed(shape: str, python: str) -> None:
+    """No sys.monitoring: the loop thread's profile function finds the class, whose own
+    `__next__` is then patched to time the loop's reads; the profile function is gone."""
+    result = run_job(shape, _python(python))
+    spans = [tuple(s) for s in result["spans"]]
+    steps, waits = _of(spans, "STEP"), _of(spans, "WAIT")  # type: ignore[arg-type]
+    assert len(steps) == STEPS and len(waits) == TIMED, [_ms(w) for w in waits]
+    _covers_the_reads_only(steps[-TIMED:], waits)
+    assert result["profiled"] is False and result["events"] == []
+
+
+@pytest.mark.parametrize("python", _pythons_before_3_12())
+@pytest.mark.parametrize("shape", ["loop", "stepwise", "wrapped"])
+def test_before_3_12_a_generator_s_wait_is_unknown_and_the_report_says_why(
+    shape: str, python: str
+) -> None:
+    result = run_job(shape, _python(python))
+    spans = [tuple(s) for s in result["spans"]]
+    assert len(_of(spans, "STEP")) == STEPS and not _of(spans, "WAIT")  # type: ignore[arg-type]
+    assert result["events"] == ["data_wait_unavailable"]  # "wrap it in gpuwhy.iterate(...)"
+    assert result["profiled"] is False
+
+
+@pytest.mark.parametrize("python", _pythons_before_3_12())
+def test_before_3_12_the_job_s_own_profiler_is_left_alone(python: str) -> None:
+    result = run_job("taken", _python(python))  # a profile function set before the loop
+    assert not _of([tuple(s) for s in result["spans"]], "WAIT")  # type: ignore[arg-type]
+    assert result["profiled"] is True and result["events"] == []
+
+
+@pytest.mark.parametrize("python", _pythons_before_3_12())
+def test_before_3_12_a_loop_over_a_list_is_left_alone(python: str) -> None:
+    result = run_job("list", _python(python))
+    assert not _of([tuple(s) for s in result["spans"]], "WAIT")  # type: ignore[arg-type]
+    assert result["profiled"] is False and result["events"] == []

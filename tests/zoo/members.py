@@ -61,6 +61,10 @@ LAUNCHERS: dict[str, tuple[str, ...]] = {
 }
 
 
+GENERATOR_BEFORE_3_12 = (
+    "before Python 3.12 a generator's reads are not timed, and the report says so with the fix "
+    "(3.12 and later time them; a loader class's reads are timed on any Python)"
+)
 KERAS = {"train": 16, "validation": 16, "evaluate": 8}  # 2 epochs of 8 + 8, then evaluate
 
 MEMBERS = (
@@ -118,8 +122,7 @@ MEMBERS = (
         {"train": None},
         args=("--input", "generator"),
         needs=("torch",),
-        gap="steps from optimizer steps; on Python 3.11 the generator's reads are not timed "
-        "(3.12 and later time them; or wrap it in gpuwhy.iterate)",
+        gap=f"steps from optimizer steps; {GENERATOR_BEFORE_3_12}",
     ),
     Member(
         "PyTorch, gradient accumulation (4 batches a step)",
@@ -245,8 +248,7 @@ MEMBERS = (
         {"train": None},
         args=("--input", "numpy"),
         needs=("flax", "optax"),
-        gap="steps from the compiled train step's calls; on Python 3.11 the generator's reads "
-        "are not timed (3.12 and later time them; or wrap it in gpuwhy.iterate)",
+        gap=f"steps from the compiled train step's calls; {GENERATOR_BEFORE_3_12}",
     ),
     Member(  # 20 calls of the compiled update bound 19 whole steps
         "JAX's MNIST-from-scratch loop (jax.jit, jax.grad, next() of a generator), Python 3.10",
@@ -257,8 +259,16 @@ MEMBERS = (
         args=("--read-ms", "5"),
         needs=("jax",),
         interpreter="py310-jax",
-        gap="steps from the compiled update's calls; before Python 3.12 the generator's reads "
-        "are not timed (3.12 and later time them; or wrap it in gpuwhy.iterate)",
+        gap=f"steps from the compiled update's calls; {GENERATOR_BEFORE_3_12}",
+    ),
+    Member(  # before 3.12 a loader class's reads are timed through its own __next__
+        "Flax/Optax loop over a loader class reading slowly",
+        "flax_optax.py",
+        "jax",
+        {"train": 31},
+        {"train": True},
+        args=("--input", "loader", "--read-ms", "10"),
+        needs=("flax", "optax"),
     ),
     Member(  # from Python 3.12 the generator's reads are timed (hooks/generator_pulls.py)
         "Flax/Optax loop over NumPy batches, Python 3.12",

@@ -132,8 +132,12 @@ def test_gpuwhy_is_right_on_a_real_world_job(index: int, tmp_path: Path) -> None
     assert seen == dict(member.phases), report["phases"]
     for name, present in member.waits.items():
         fraction = waits[name]
-        if present is None:
+        if present is None:  # unknown, and the report says why (never a silent blank)
             assert fraction is None, (name, fraction)
+            said_why = report.get("not_measured", [])
+            assert {"kind": "data_wait_unavailable", "phase": name} in [
+                {"kind": spot["kind"], "phase": spot["phase"]} for spot in said_why
+            ], said_why
         elif present:
             assert fraction is not None and fraction >= PRESENT, (name, fraction)
         else:

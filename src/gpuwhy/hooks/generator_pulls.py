@@ -21,8 +21,10 @@ unknown. On Python 3.12 and later, `sys.monitoring` can watch one function's cod
   Outer generators wrap inner ones (`tqdm(batches())`): the outer one, resumed by the loop,
   times them all. A few microseconds a read; code elsewhere runs unwatched.
 
-Not found (the loop reads a list, or runs on Python 3.11): nothing is watched, and the wait
-stays unknown, as before.
+Before Python 3.12 the search runs through the loop thread's profile function, an iterator
+class found is timed by its own `__next__`, patched, and a generator found stays unwatched: its
+phase's wait is reported unknown, with the fix (legacy_reads.py). Not found (the loop reads a
+list): nothing is watched, and the wait stays unknown, as before.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import threading
 from types import CodeType, FrameType
 from typing import Any
 
-from gpuwhy.hooks import emitter, tracker
+from gpuwhy.hooks import emitter, legacy_reads, tracker
 from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST
 from gpuwhy.hooks.iterators import busy_bits
 
@@ -52,8 +54,13 @@ _TOOL_IDS = (4, 3)
 _FRAMEWORKS = ("torch", "jax", "jaxlib", "flax", "optax", "gpuwhy")  # their code is no loop
 _STACK_DEPTH = 64
 _GENERATOR = 0x20  # inspect.CO_GENERATOR
-# (3.12's names; before 3.11 there is no CALL or CACHE, and nothing here is used before 3.12)
-_FOR_ITER, _CALL, _CACHE = (opcode.opmap.get(name, -1) for name in ("FOR_ITER", "CALL", "CACHE"))
+_LEGACY = sys.version_info < (3, 12)  # no sys.monitoring: legacy_reads.py
+_FOR_ITER, _CACHE = opcode.opmap["FOR_ITER"], opcode.opmap.get("CACHE", -1)  # (no CACHE: 3.10)
+_CALLS = frozenset(opcode.opmap[n] for n in ("CALL", "CALL_FUNCTION") if n in opcode.opmap)
+_GENERATOR_UNWATCHED = (
+    "the loop reads a Python generator, whose reads gpuwhy times from Python 3.12 on: "
+    "wrap it in gpuwhy.iterate(...) to time them here"
+)
 
 
 class _Watch:
@@ -78,12 +85,13 @@ _watch = _Watch()
 
 
 def available() -> bool:
-    return sys.version_info >= (3, 12)
+    """Whether a loop's generator can be watched here (an iterator class can on any Python)."""
+    return not _LEGACY
 
 
 def install() -> None:
     """Look for a plain loop's generator once its steps show no timed read."""
-    if available() and _unfed_step not in tracker.on_unfed_step:
+    if _unfed_step not in tracker.on_unfed_step:
         tracker.on_unfed_step.append(_unfed_step)
 
 
@@ -93,6 +101,7 @@ def uninstall() -> None:
     if _unfed_step in tracker.on_unfed_step:
         tracker.on_unfed_step.remove(_unfed_step)
     watch, _watch = _watch, _Watch()
+    legacy_reads.stop_search()
     _release(watch)
 
 
@@ -114,10 +123,14 @@ def _unfed_step() -> None:
 
 
 def _start_search(frame: FrameType | None) -> None:
-    if sys.version_info < (3, 12):
+    watch = _watch
+    if sys.version_info < (3, 12):  # (mypy knows this test, not _LEGACY)
+        _note_around(watch, frame)
+        watch.searching = 1
+        if not legacy_reads.start_search(_legacy_seen):
+            watch.searching, watch.done = 0, True  # the job's own profiler is set
         return
     monitoring = sys.monitoring
-    watch = _watch
     for tool in _TOOL_IDS:
         try:
             monitoring.use_tool_id(tool, "gpuwhy")
@@ -128,6 +141,16 @@ def _start_search(frame: FrameType | None) -> None:
     else:
         watch.done = True  # another tool holds them: nothing to watch with
         return
+    _note_around(watch, frame)
+    watch.searching = 1
+    events = monitoring.events
+    monitoring.register_callback(watch.tool, events.PY_YIELD, _seen_yield)
+    monitoring.register_callback(watch.tool, events.PY_START, _seen_start)
+    monitoring.set_events(watch.tool, events.PY_YIELD | events.PY_START)
+
+
+def _note_around(watch: _Watch, frame: FrameType | None) -> None:
+    """The loop's thread, and the code on its stack at the step boundary (not the frameworks')."""
     excluded = watch.excluded = _framework_dirs()
     for _ in range(_STACK_DEPTH):
         if frame is None:
@@ -136,11 +159,24 @@ def _start_search(frame: FrameType | None) -> None:
             watch.around.add(frame.f_code)
         frame = frame.f_back
     watch.thread = threading.get_ident()
-    watch.searching = 1
-    events = monitoring.events
-    monitoring.register_callback(watch.tool, events.PY_YIELD, _seen_yield)
-    monitoring.register_callback(watch.tool, events.PY_START, _seen_start)
-    monitoring.set_events(watch.tool, events.PY_YIELD | events.PY_START)
+
+
+def _legacy_seen(code: CodeType, frame: FrameType) -> bool:
+    """The legacy search (the loop thread's profile): a Python call or generator resume;
+    True once the search is over."""
+    watch = _watch
+    if watch.searching == 0:
+        return True
+    if not (code.co_flags & _GENERATOR or code.co_name == "__next__"):
+        return False
+    if code.co_filename.startswith(watch.excluded):
+        return False
+    back = frame.f_back
+    if back is None or back.f_code not in watch.around or not _takes_next(back, code):
+        return False
+    watch.loop = back.f_code
+    _stop_search(found=True, generator=code, frame=frame)
+    return True
 
 
 def _framework_dirs() -> tuple[str, ...]:
@@ -195,14 +231,22 @@ def _takes_next(frame: FrameType, generator: CodeType) -> bool:
         at -= 2
     if not 0 <= at < len(code):
         return False
-    return code[at] == _FOR_ITER or (code[at] == _CALL and generator.co_name != "<genexpr>")
+    return code[at] == _FOR_ITER or (code[at] in _CALLS and generator.co_name != "<genexpr>")
 
 
-def _stop_search(*, found: bool, generator: CodeType | None = None) -> None:
+def _stop_search(
+    *, found: bool, generator: CodeType | None = None, frame: FrameType | None = None
+) -> None:
+    watch = _watch
     if sys.version_info < (3, 12):
+        watch.searching = 0
+        watch.done = found
+        watch.around = set()
+        legacy_reads.stop_search()
+        if found and generator is not None and frame is not None and watch.loop is not None:
+            _watch_legacy(generator, frame, watch.loop)
         return
     monitoring = sys.monitoring
-    watch = _watch
     tool = watch.tool
     watch.searching = 0
     watch.done = found
@@ -229,6 +273,23 @@ def _stop_search(*, found: bool, generator: CodeType | None = None) -> None:
         )
     except Exception as error:  # never into the user's loop
         emitter.report_once("generator", f"generator read hook failed: {error!r}")
+
+
+def _watch_legacy(code: CodeType, frame: FrameType, loop: CodeType) -> None:
+    """Before 3.12: time an iterator class's reads; a generator's stay unknown, said so."""
+    try:
+        if code.co_name == "__next__" and legacy_reads.time_class_reads(frame, loop):
+            return
+        phase = tracker.current_phase() or "train"
+        emitter.report_once(
+            f"data_wait:{phase}:generator",
+            f"data wait of {phase!r} unknown: {_GENERATOR_UNWATCHED}",
+            kind="data_wait_unavailable",
+            phase=phase,
+            reason=_GENERATOR_UNWATCHED,
+        )
+    except Exception as error:  # never into the user's loop
+        emitter.report_once("generator", f"loader read hook failed: {error!r}")
 
 
 def _resumed(code: CodeType, offset: int) -> Any:
@@ -283,6 +344,7 @@ def _forget_after_fork() -> None:
     global _watch
     watch, _watch = _watch, _Watch()
     _watch.done = True
+    legacy_reads.stop_search()
     try:
         _release(watch)
     except Exception as error:  # never into the child's start
