@@ -166,3 +166,17 @@ def test_training_results_are_the_same_with_and_without_hooks(collected: Collect
     assert len(collected.spans(SpanKind.WAIT, "train")) == 6  # it really was instrumented
     for a, b in zip(plain, hooked, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_callback_alone_says_why_the_wait_is_unknown(collected: Collected) -> None:
+    """Without the auto-instrumentation (a job that adds gpuwhy's callback itself, no
+    `gpuwhy run`) the steps are there and the wait is unknown, with the reason."""
+    from gpuwhy.hooks.keras_hooks import callback_class
+
+    callback = callback_class(tf_keras.callbacks.Callback)()  # gpuwhy.KerasCallback, for tf_keras
+    model().fit(data(3), epochs=1, verbose=0, callbacks=[callback])
+    assert len(collected.spans(SpanKind.STEP, "train")) == 3
+    unknown = collected.events("data_wait_unavailable")
+    assert [e.data["reason"] for e in unknown] == [
+        "tf.data's iterators are not hooked in this process"
+    ]

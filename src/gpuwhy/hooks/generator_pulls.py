@@ -278,7 +278,9 @@ def _stop_search(
 def _watch_legacy(code: CodeType, frame: FrameType, loop: CodeType) -> None:
     """Before 3.12: time an iterator class's reads; a generator's stay unknown, said so."""
     try:
-        if code.co_name == "__next__" and legacy_reads.time_class_reads(frame, loop):
+        if not code.co_flags & _GENERATOR:
+            if not legacy_reads.time_class_reads(frame, loop):
+                emitter.report_once("generator", "the loop's loader class was not found")
             return
         phase = tracker.current_phase() or "train"
         emitter.report_once(

@@ -106,7 +106,12 @@ def _stamp_returns(model: Any, name: str) -> Callable[[], None] | None:
         return None  # Keras 3's predict pulls in Python before each call: timed there
     code = getattr(function, "__code__", None)
     if code is None or "multi_step_on_iterator" not in code.co_freevars:
-        set_data_mode(0, "Keras's compiled loop is not the one gpuwhy knows")
+        if not _a_loop(function):
+            set_data_mode(0, "Keras's compiled loop is not the one gpuwhy knows")
+        elif tfdata_wait.installed():  # tf_keras's, made before its make_* were wrapped
+            set_data_mode(0, "Keras's loop was compiled before gpuwhy's hooks were in place")
+        else:  # the callback without the auto-instrumentation
+            set_data_mode(0, "tf.data's iterators are not hooked in this process")
         return None
     cell = function.__closure__[code.co_freevars.index("multi_step_on_iterator")]  # type: ignore[union-attr]
     compiled = cell.cell_contents

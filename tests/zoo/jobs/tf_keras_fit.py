@@ -1,7 +1,8 @@
 """Keras 2 as TensorFlow 2 jobs written before Keras 3 still run it: `tf.keras` with
 TF_USE_LEGACY_KERAS=1 (the tf_keras package), `fit` over a `tf.data` pipeline whose `map`
 reads slowly (storage latency, 3 ms a batch), `validation_data`, ModelCheckpoint to HDF5 and
-EarlyStopping, then `evaluate` and `predict`. Prints the final validation loss.
+EarlyStopping, then `evaluate`, and `predict` over the training data. Prints the final
+validation loss.
 
     --out DIR   where ModelCheckpoint keeps the best model (best.h5)
 """
@@ -61,7 +62,7 @@ def main() -> None:
     ]
     model.fit(train, epochs=EPOCHS, validation_data=validate, callbacks=callbacks, verbose=2)
     loss, _ = model.evaluate(validate, verbose=0)
-    model.predict(validate, verbose=0)
+    model.predict(train, verbose=0)
     print(f"final validation loss {loss:.6f}")
 
 
