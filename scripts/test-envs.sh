@@ -2,7 +2,7 @@
 # Real framework environments that `gpuwhy doctor --python` is tested against (.venvs/NAME).
 # They are independent, so they are built concurrently (installs are mostly waiting on disk).
 #   bash scripts/test-envs.sh            all of them (bare, tf-cpu, torch-cpu, tf-conflict, py312-jax,
-#                                        py310-jax)
+#                                        py313-jax, py310-jax)
 #   bash scripts/test-envs.sh bare ...   only those named (`bare`: seconds, nothing installed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,19 +40,19 @@ python_at() {  # python_at 3.12 [override]: that interpreter, if this machine ha
     return 1
 }
 
-python312() { python_at 3.12 "${PYTHON312:-}"; }
 
-make_py312_env() {  # Python 3.12 (sys.monitoring) with JAX, Flax and Optax: plain JAX loops
-    [ -f .venvs/py312-jax/.done ] && return 0
-    local py
-    if ! py=$(python312); then  # tests/support.framework_env skips on the note, even in CI
-        mkdir -p .venvs/py312-jax
-        echo "no Python 3.12 on this machine (set PYTHON312)" > .venvs/py312-jax/.absent
-        echo "test-envs.sh: no Python 3.12 here: the tests that need it are skipped" >&2
+make_jax_env() {  # make_jax_env 3.12: that Python (sys.monitoring) with JAX, Flax and Optax
+    local version=$1 name="py${1/./}-jax" py override
+    [ -f ".venvs/$name/.done" ] && return 0
+    override="PYTHON${1/./}"
+    if ! py=$(python_at "$version" "${!override:-}"); then  # framework_env skips on the note
+        mkdir -p ".venvs/$name"
+        echo "no Python $version on this machine (set $override)" > ".venvs/$name/.absent"
+        echo "test-envs.sh: no Python $version here: the tests that need it are skipped" >&2
         return 0
     fi
-    rm -f .venvs/py312-jax/.absent
-    PY=$py make_env py312-jax -c constraints-dev.txt 'jax==0.10.2' 'jaxlib==0.10.2' \
+    rm -f ".venvs/$name/.absent"
+    PY=$py make_env "$name" -c constraints-dev.txt 'jax==0.10.2' 'jaxlib==0.10.2' \
         'flax==0.12.8' 'optax==0.2.8'
 }
 
@@ -78,12 +78,13 @@ make_named() {
         tf-cpu) make_env tf-cpu 'tensorflow-cpu==2.21.0' ;;
         torch-cpu) make_env torch-cpu 'torch==2.13.0' ;;
         tf-conflict) make_conflict_env ;;
-        py312-jax) make_py312_env ;;
+        py312-jax) make_jax_env 3.12 ;;
+        py313-jax) make_jax_env 3.13 ;;
         py310-jax) make_py310_env ;;
     esac
 }
 
-ALL=(bare tf-cpu torch-cpu tf-conflict py312-jax py310-jax)
+ALL=(bare tf-cpu torch-cpu tf-conflict py312-jax py313-jax py310-jax)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${ALL[@]}")
 for name in "${names[@]}"; do

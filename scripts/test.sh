@@ -15,7 +15,7 @@ fi
 parts=()
 [ -x .venv/bin/python ] || parts+=(venv)
 if [ "$fast" = 0 ]; then
-    for env in bare tf-cpu tf-conflict torch-cpu py312-jax py310-jax; do  # what scripts/test-envs.sh makes
+    for env in bare tf-cpu tf-conflict torch-cpu py312-jax py313-jax py310-jax; do  # what scripts/test-envs.sh makes
         if [ ! -f ".venvs/$env/.done" ] && [ ! -f ".venvs/$env/.absent" ]; then
             parts+=(test-envs)
             break

@@ -24,9 +24,11 @@ STEPS = BATCHES * EPOCHS - 1  # optimizer steps bound the steps: the last one ne
 TIMED = STEPS - 2
 
 
-def run_loops(shape: str) -> tuple[list[tuple[str, int, int, int]], list[int]]:
+def run_loops(
+    shape: str, environment: str = "py312-jax"
+) -> tuple[list[tuple[str, int, int, int]], list[int]]:
     """(the spans the loop's hooks delivered, the monitoring tool ids gpuwhy holds at the end)."""
-    result = run_job(shape, framework_env("py312-jax"))
+    result = run_job(shape, framework_env(environment))
     return [tuple(s) for s in result["spans"]], result["held"]  # type: ignore[misc]
 
 
@@ -63,16 +65,27 @@ def _covers_the_reads_only(
         assert step[1] <= wait[1] and wait[2] + COMPUTE_MS * 1e6 <= step[2], (step, wait)
 
 
-@pytest.mark.parametrize(
-    "shape", ["loop", "wrapped", "thread", "counted", "stepwise", "class", "class-stepwise"]
-)
-def test_each_read_of_the_loop_s_generator_is_a_wait_of_its_step(shape: str) -> None:
+SHAPES = [
+    pytest.param(shape, "py312-jax", id=shape)
+    for shape in ("loop", "wrapped", "thread", "counted", "stepwise", "class", "class-stepwise")
+]
+# The newest Python here: its bytecode and sys.monitoring change from one version to the next.
+SHAPES += [
+    pytest.param(shape, "py313-jax", id=f"{shape}-3.13")
+    for shape in ("loop", "wrapped", "stepwise", "class")
+]
+
+
+@pytest.mark.parametrize(("shape", "environment"), SHAPES)
+def test_each_read_of_the_loop_s_generator_is_a_wait_of_its_step(
+    shape: str, environment: str
+) -> None:
     # wrapped: a progress bar's generator around the input; the loop resumes the outer one,
     # which reads the inner one. thread: another thread reads the same generator function
     # (slower) at the same time, and none of its reads is the loop's. counted: the loop also
     # sums a generator expression each step, which is no input. stepwise: `next(iterator)`.
     # class: an iterator class's `__next__` reads each batch (by `for`, by `next()`).
-    spans, held = run_loops(shape)
+    spans, held = run_loops(shape, environment)
     steps, waits = _of(spans, "STEP"), _of(spans, "WAIT")
     assert len(steps) == STEPS and all(s[3] == 1 for s in steps)  # reads count no steps
     assert len(waits) == TIMED and all(w[3] == 1 for w in waits), [_ms(w) for w in waits]

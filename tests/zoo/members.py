@@ -300,4 +300,14 @@ MEMBERS = (
         needs=("jax", "flax", "optax"),
         interpreter="py312-jax",
     ),
+    Member(  # the newest Python here: its bytecode and sys.monitoring change each version
+        "Flax/Optax loop over a generator reading slowly, Python 3.13",
+        "flax_optax.py",
+        "jax",
+        {"train": 31},
+        {"train": True},
+        args=("--input", "numpy", "--read-ms", "10"),
+        needs=("jax", "flax", "optax"),
+        interpreter="py313-jax",
+    ),
 )
