@@ -1,4 +1,4 @@
-"""Helpers for the hooks' tests: a recording sink and a clock moved by hand."""
+"""Helpers for the hooks' tests: a recording sink, a clock moved by hand, a small Keras model."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from gpuwhy.hooks import emitter
 from gpuwhy.model import Event, Span, SpanKind
@@ -115,3 +116,17 @@ def step_waits(waits: list[Span]) -> list[Span]:
 def end_of_data_waits(waits: list[Span]) -> list[Span]:
     """The waits of a plain loop for its input to say "no more", one per loop."""
     return [w for w in waits if w.steps == 0]
+
+
+def small_classifier(keras: Any, steps_per_execution: int = 1) -> Any:
+    """Dense 8-1 over 4 features, compiled, seeded: on Keras 3 (`keras`) or Keras 2 (`tf_keras`)."""
+    keras.utils.set_random_seed(0)
+    m = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.Dense(8, activation="relu"),
+            keras.layers.Dense(1, activation="sigmoid"),
+        ]
+    )
+    m.compile("adam", "binary_crossentropy", steps_per_execution=steps_per_execution)
+    return m

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hookspans import Collected, step_waits
+from hookspans import Collected, small_classifier, step_waits
 
 from gpuwhy.hooks import tracker
 from gpuwhy.model import SpanKind
@@ -47,16 +47,7 @@ def data(batches: int, *, sleep_s: float = 0.0, seed: int = 0, serial: bool = Fa
 
 
 def model(steps_per_execution: int = 1) -> Any:
-    keras.utils.set_random_seed(0)
-    m = keras.Sequential(
-        [
-            keras.Input((4,)),
-            keras.layers.Dense(8, activation="relu"),
-            keras.layers.Dense(1, activation="sigmoid"),
-        ]
-    )
-    m.compile("adam", "binary_crossentropy", steps_per_execution=steps_per_execution)
-    return m
+    return small_classifier(keras, steps_per_execution)
 
 
 def counts(collected: Collected) -> dict[str, tuple[int, int, int]]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hookspans import Collected
+from hookspans import Collected, small_classifier
 
 from gpuwhy.model import SpanKind
 
@@ -42,16 +42,7 @@ def data(batches: int, *, slow: bool = False, seed: int = 0) -> Any:
 
 
 def model(steps_per_execution: int = 1) -> Any:
-    tf_keras.utils.set_random_seed(0)
-    m = tf_keras.Sequential(
-        [
-            tf_keras.Input((4,)),
-            tf_keras.layers.Dense(8, activation="relu"),
-            tf_keras.layers.Dense(1, activation="sigmoid"),
-        ]
-    )
-    m.compile("adam", "binary_crossentropy", steps_per_execution=steps_per_execution)
-    return m
+    return small_classifier(tf_keras, steps_per_execution)
 
 
 def waits_ms(collected: Collected, phase: str) -> list[float]:

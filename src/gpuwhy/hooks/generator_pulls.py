@@ -54,7 +54,6 @@ _TOOL_IDS = (4, 3)
 _FRAMEWORKS = ("torch", "jax", "jaxlib", "flax", "optax", "gpuwhy")  # their code is no loop
 _STACK_DEPTH = 64
 _GENERATOR = 0x20  # inspect.CO_GENERATOR
-_LEGACY = sys.version_info < (3, 12)  # no sys.monitoring: legacy_reads.py
 _FOR_ITER, _CACHE = opcode.opmap["FOR_ITER"], opcode.opmap.get("CACHE", -1)  # (no CACHE: 3.10)
 _CALLS = frozenset(opcode.opmap[n] for n in ("CALL", "CALL_FUNCTION") if n in opcode.opmap)
 _GENERATOR_UNWATCHED = (
@@ -86,7 +85,7 @@ _watch = _Watch()
 
 def available() -> bool:
     """Whether a loop's generator can be watched here (an iterator class can on any Python)."""
-    return not _LEGACY
+    return sys.version_info >= (3, 12)
 
 
 def install() -> None:
@@ -124,7 +123,7 @@ def _unfed_step() -> None:
 
 def _start_search(frame: FrameType | None) -> None:
     watch = _watch
-    if sys.version_info < (3, 12):  # (mypy knows this test, not _LEGACY)
+    if sys.version_info < (3, 12):  # no sys.monitoring: legacy_reads.py
         _note_around(watch, frame)
         watch.searching = 1
         if not legacy_reads.start_search(_legacy_seen):
@@ -169,13 +168,20 @@ def _legacy_seen(code: CodeType, frame: FrameType) -> bool:
         return True
     if not (code.co_flags & _GENERATOR or code.co_name == "__next__"):
         return False
+    if not _asked_by_loop(watch, code, frame.f_back):
+        return False
+    _stop_search(found=True, generator=code, frame=frame)
+    return True
+
+
+def _asked_by_loop(watch: _Watch, code: CodeType, back: FrameType | None) -> bool:
+    """Whether `code` (a generator resumed, a `__next__` called) is none of the frameworks'
+    and `back`, a frame around the step, asked it for its next item; if so it is the loop."""
     if code.co_filename.startswith(watch.excluded):
         return False
-    back = frame.f_back
     if back is None or back.f_code not in watch.around or not _takes_next(back, code):
         return False
     watch.loop = back.f_code
-    _stop_search(found=True, generator=code, frame=frame)
     return True
 
 
@@ -211,13 +217,8 @@ def _found_if_read(code: CodeType) -> None:
     if watch.searching == 0 or threading.get_ident() != watch.thread:
         return
     try:
-        if code.co_filename.startswith(watch.excluded):
-            return
-        back = sys._getframe(2).f_back
-        if back is None or back.f_code not in watch.around or not _takes_next(back, code):
-            return
-        watch.loop = back.f_code
-        _stop_search(found=True, generator=code)
+        if _asked_by_loop(watch, code, sys._getframe(2).f_back):
+            _stop_search(found=True, generator=code)
     except Exception as error:  # never into the user's code
         emitter.report_once("generator", f"generator search failed: {error!r}")
 

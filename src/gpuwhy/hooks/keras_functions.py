@@ -28,6 +28,10 @@ from gpuwhy.hooks.completion import find_output
 _stamped_loops: weakref.WeakSet[Any] = weakref.WeakSet()  # compiled loops traced with stamps
 _checked_loops: weakref.WeakSet[Any] = weakref.WeakSet()  # traced under the wrapper: known
 
+# Why a phase's wait is unknown (the report says it)
+_COMPILED_BEFORE_HOOKS = "Keras's loop was compiled before gpuwhy's hooks were in place"
+_NOT_HOOKED = "tf.data's iterators are not hooked in this process"
+
 
 def watch(model: Any, name: str, backend: str) -> Callable[[], None] | None:
     """Instrument the compiled function of the phase, for the phase; returns the undo."""
@@ -109,9 +113,9 @@ def _stamp_returns(model: Any, name: str) -> Callable[[], None] | None:
         if not _a_loop(function):
             set_data_mode(0, "Keras's compiled loop is not the one gpuwhy knows")
         elif tfdata_wait.installed():  # tf_keras's, made before its make_* were wrapped
-            set_data_mode(0, "Keras's loop was compiled before gpuwhy's hooks were in place")
+            set_data_mode(0, _COMPILED_BEFORE_HOOKS)
         else:  # the callback without the auto-instrumentation
-            set_data_mode(0, "tf.data's iterators are not hooked in this process")
+            set_data_mode(0, _NOT_HOOKED)
         return None
     cell = function.__closure__[code.co_freevars.index("multi_step_on_iterator")]  # type: ignore[union-attr]
     compiled = cell.cell_contents
@@ -163,9 +167,9 @@ def _set_mode_for(compiled: Any) -> None:
     if compiled in _stamped_loops or (hooked and _tracing_count(compiled) <= 0):
         set_data_mode(SRC_GRAPH, None)
     elif not hooked:
-        set_data_mode(0, "tf.data's iterators are not hooked in this process")
+        set_data_mode(0, _NOT_HOOKED)
     else:
-        set_data_mode(0, "Keras's loop was compiled before gpuwhy's hooks were in place")
+        set_data_mode(0, _COMPILED_BEFORE_HOOKS)
 
 
 def _stamped_loop(compiled: Any) -> Callable[..., Any]:
