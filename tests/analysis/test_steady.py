@@ -62,6 +62,35 @@ def test_warm_up_in_every_round_is_counted_per_round() -> None:
     assert train.data_wait_fraction == pytest.approx(0.25)
 
 
+def test_each_rank_s_rounds_are_its_own() -> None:
+    """Two ranks end each epoch a moment apart (one finishes its epoch 0.3 ms after the other
+    began its next): their rounds must not merge into one, or the time between epochs (a long
+    epoch end, here 480 ms) would count as steady and dilute every per-step figure."""
+
+    def rank(pid: int, offset_ms: float) -> list[Span]:
+        spans: list[Span] = []
+        t = round(offset_ms * MS)
+        for epoch_end_ms in (480.0, 10.0):
+            start = t
+            for index in range(8):
+                spans.append(Span("train", SpanKind.WAIT, t, t + 10 * MS, step=index, pid=pid))
+                spans.append(Span("train", SpanKind.STEP, t, t + 20 * MS, step=index, pid=pid))
+                t += 20 * MS
+            t += round(epoch_end_ms * MS)
+            spans.append(Span("train", SpanKind.PHASE, start, t, pid=pid))
+        return spans
+
+    # Rank 2 starts 13 ms late and ends its first epoch 0.3 ms after rank 1 began its second.
+    late = rank(2, 13.0)
+    first_end = max(s.end_ns for s in late if s.kind is SpanKind.PHASE and s.start_ns < 100 * MS)
+    early = rank(1, (first_end - 0.3 * MS - (8 * 20 + 480) * MS) / MS)
+    train = phase_stats(early + late, 0, 2 * S)["train"]
+    assert train.rounds == 2
+    assert train.steady_time_s == pytest.approx(16 * 0.02)  # the steps, not the epoch end
+    assert train.data_wait_fraction == pytest.approx(0.5)
+    assert train.one_time_s > 0.48
+
+
 def test_uniformly_slow_steps_stay_steady() -> None:
     # No step is 3x the median: nothing is warm-up, however slow the first ones are.
     spans, end = _round(0, [55.0, 50.0, 20.0, 20.0, 20.0], wait_ms=10)

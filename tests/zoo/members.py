@@ -31,6 +31,7 @@ class Member:
     gap: str | None = None  # what gpuwhy does not see on this job, said plainly
     results: str = "final "  # the job's lines that give its results (same bare and watched)
     interpreter: str | None = None  # a test environment (scripts/test-envs.sh) that runs it
+    ranks: int = 1  # processes that step in each phase, each a rank its launcher named
 
     @property
     def path(self) -> Path:
@@ -197,6 +198,29 @@ MEMBERS = (
         gap="its in-memory input is held to no wait share: each pull of the distributed "
         "iterator waits ~0.15 ms for its one-batch buffer (0.04 ms without the strategy), "
         "a fifth of this job's 0.8 ms CPU step",
+    ),
+    Member(  # each worker's own pulls are its wait, not the workers' agreement on the data
+        "tf.distribute.MultiWorkerMirroredStrategy, Keras 2 fit, 2 workers, a slow tf.data map",
+        "tf_keras_multiworker.py",
+        "keras-tensorflow",
+        {"train": 16},
+        {"train": True},
+        env={"TF_USE_LEGACY_KERAS": "1"},
+        needs=("tf_keras", "tensorflow"),
+        results="worker ",
+        ranks=2,
+    ),
+    Member(
+        "tf.distribute.MultiWorkerMirroredStrategy, Keras 2 fit, 2 workers, in-memory input",
+        "tf_keras_multiworker.py",
+        "keras-tensorflow",
+        {"train": 16},
+        {"train": False},
+        args=("--read-ms", "0"),
+        env={"TF_USE_LEGACY_KERAS": "1"},
+        needs=("tf_keras", "tensorflow"),
+        results="worker ",
+        ranks=2,
     ),
     Member(
         "Hugging Face Trainer, evaluation each epoch",

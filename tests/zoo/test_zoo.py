@@ -130,6 +130,11 @@ def test_gpuwhy_is_right_on_a_real_world_job(index: int, tmp_path: Path) -> None
     assert report["framework"] == member.framework
     assert report["exit_code"] == member.exit_code
     assert seen == dict(member.phases), report["phases"]
+    if member.ranks > 1:  # every rank, named by its launcher, ran every step of each phase
+        for name, steps in member.phases.items():
+            ranks = report["ranks"][name]
+            assert sorted(rank["rank"] for rank in ranks) == list(range(member.ranks)), ranks
+            assert {rank["steps"] for rank in ranks} == {steps}, ranks
     for name, present in member.waits.items():
         fraction = waits[name]
         if present is None:  # unknown, and the report says why (never a silent blank)

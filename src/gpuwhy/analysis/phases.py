@@ -143,6 +143,11 @@ class PhaseStats:
 @dataclass
 class _PhaseSpans:
     phase: list[Interval] = field(default_factory=list)
+    # Each process's own PHASE spans: its rounds. Ranks end an epoch a moment apart, so the
+    # union of every process's spans would run one rank's epoch into the next.
+    phase_by_pid: dict[int | None, list[Interval]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     steps: dict[int | None, Runs] = field(default_factory=lambda: defaultdict(Runs))
     waits: dict[int | None, Runs] = field(default_factory=lambda: defaultdict(Runs))
     first_ns: int | None = None
@@ -182,7 +187,9 @@ def _collect_columns(blocks: Iterable[SpanColumns], by_phase: dict[str, _PhaseSp
         entry.note(min(starts))
         ends = list(map(operator.add, starts, durations))
         if is_phase:
-            entry.phase.extend(zip(starts, ends, strict=True))
+            spans = list(zip(starts, ends, strict=True))
+            entry.phase.extend(spans)
+            entry.phase_by_pid[block.pid].extend(spans)
         else:
             target = entry.steps if block.kind is SpanKind.STEP else entry.waits
             target[block.pid].extend(starts, ends, block.steps)
@@ -195,6 +202,12 @@ def _extent(entry: _PhaseSpans) -> list[Interval]:
     if not runs:
         return []
     return [(min(min(r.starts) for r in runs), max(max(r.ends) for r in runs))]
+
+
+def _own_phase(entry: _PhaseSpans, pid: int | None) -> list[Interval]:
+    """The PHASE spans of process `pid`; every process's where it marked none of its own (its
+    steps fall in a phase another process of the job marked)."""
+    return entry.phase_by_pid.get(pid) or entry.phase
 
 
 def _phase_stats(
@@ -220,12 +233,11 @@ def _phase_stats(
     waits_ns = [waited_ns(waits[pid], extent) for pid in pids]
     wait_ns = sum(waits_ns) / len(waits_ns) if waits_ns else 0.0
     ranks = [pid for pid, runs in entry.steps.items() if len(runs)]
-    rounds = rounds_of(entry.phase, extent)
     steady = {
         pid: steady_state(
             runs,
             waits[pid],
-            rounds,
+            rounds_of(_own_phase(entry, pid), extent),
             median_s,
             input_ends_of(entry.waits[pid]) if pid in entry.waits else [],
         )
@@ -282,7 +294,7 @@ def _phase_stats(
         data_wait_fraction=_wait_fraction(measured, steady_wait, steady_ns, wait_ns, time_ns),
         data_wait_coverage=coverage if measured or step_spans else None,
         step_gap_s=gap_ns / NS_PER_S,
-        rounds=len(rounds_of(entry.phase, [])),
+        rounds=max((len(rounds_of(spans, [])) for spans in entry.phase_by_pid.values()), default=0),
         intervals=tuple(extent),
         steady_time_s=steady_ns / NS_PER_S if busiest else None,
         steady_steps=busiest.steps if busiest else 0,

@@ -101,8 +101,9 @@ def install() -> bool:
         emitter.report_once("tf.data.stamps", "tf.data pulls not stamped: layout changed")
         return False
     for cls, (pull, optional) in names.items():
-        patching.patch(cls, pull, functools.partial(_stamped, optional=False))
-        patching.patch(cls, optional, functools.partial(_stamped, optional=True))
+        local = cls is distributed  # its pull may agree with other workers: see _stamped
+        patching.patch(cls, pull, functools.partial(_stamped, optional=False, local=local))
+        patching.patch(cls, optional, functools.partial(_stamped, optional=True, local=local))
     return True
 
 
@@ -127,21 +128,37 @@ def made() -> int:
     return _local.made
 
 
-def _stamped(original: Callable[..., Any], *, optional: bool) -> Callable[..., Any]:
+def _across_workers(iterator: Any) -> bool:
+    """Whether a tf.distribute iterator is one of several workers' (MultiWorkerMirroredStrategy):
+    its pull then also all-reduces, with every other worker, whether any data remains
+    (input_lib's `_calculate_replicas_with_values`), and so waits for the slowest worker to
+    reach its own pull: the other workers' compute and input, not this one's input."""
+    try:
+        return bool(iterator._strategy.extended._in_multi_worker_mode())
+    except Exception:  # another layout: stamped whole, as a single worker's
+        return False
+
+
+def _stamped(
+    original: Callable[..., Any], *, optional: bool, local: bool = False
+) -> Callable[..., Any]:
+    """A pull that stamps what it traces; `local`: one that stamps only its own worker's pulls
+    (the tf.data iterators it calls) when it is one of several workers' (`_across_workers`)."""
+
     @functools.wraps(original)
     def pull(self: Any, *args: Any, **kwargs: Any) -> Any:
-        local = _local
-        if not local.active or local.inside:
+        state = _local
+        if not state.active or state.inside or (local and _across_workers(self)):
             return original(self, *args, **kwargs)
         tf = sys.modules["tensorflow"]
-        local.inside = True
+        state.inside = True
         try:
             get = functools.partial(original, self, *args, **kwargs)
             if tf.executing_eagerly():  # `run_eagerly=True`: the pull runs here and now
                 return _eager_pull(tf, get, optional)
             return _traced_pull(tf, get, optional)
         finally:
-            local.inside = False
+            state.inside = False
 
     return pull
 

@@ -1,0 +1,85 @@
+"""Keras 2 `fit` under MultiWorkerMirroredStrategy, two workers (the zoo's
+`tf_keras_multiworker.py`): gpuwhy's steady data-wait share and `phase_speedup` against the fix.
+
+The truth: the same job with its slow read made free (`--read-ms 0`), alternated with the job as
+is, each worker timing its own steady steps (from each epoch's first batch end to its last);
+share = 1 - fast / slow, speed-up = slow / fast, medians over pairs and workers. Targets are
+the data-wait family's (docs/data-wait.md): 0.05 of share, 15 % of speed-up. Before each worker's
+own pulls were stamped, the whole distributed pull was: it also waits for the other worker to
+reach its pull, and read 0.51-0.58 against a truth of 0.41 (docs/distributed.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
+
+JOB = ROOT / "tests" / "zoo" / "jobs" / "tf_keras_multiworker.py"
+READ_MS = 20  # a read longer than the step computes: the wait is most, not all, of a step
+PAIRS = 3
+SHARE_TOLERANCE, SPEEDUP_TOLERANCE = 0.05, 0.15
+ENV = {**os.environ, "TF_USE_LEGACY_KERAS": "1"}
+
+
+def _steady_ms(read_ms: int) -> list[float]:
+    """Each worker's own clock of its steady steps, ms per step, in a bare run."""
+    done = subprocess.run(
+        [sys.executable, str(JOB), f"--read-ms={read_ms}", "--clock"],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    clocks = [float(ms) for ms in re.findall(r"final steady ([\d.]+) ms/step", done.stdout)]
+    assert len(clocks) == 2, done.stdout[-2000:]
+    return clocks
+
+
+def _gpuwhy(tmp_path: Path) -> dict[str, Any]:
+    report = tmp_path / "report.json"
+    job = [sys.executable, str(JOB), f"--read-ms={READ_MS}"]
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "run", "--json", str(report), "--", *job],
+        env=ENV,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(json.loads(report.read_text()))
+
+
+def test_each_workers_wait_is_its_own_input_and_matches_the_fix(tmp_path: Path) -> None:
+    pytest.importorskip("tf_keras")
+    slow: list[float] = []
+    fast: list[float] = []
+    for pair in range(PAIRS):
+        for read_ms in (READ_MS, 0) if pair % 2 == 0 else (0, READ_MS):
+            (slow if read_ms else fast).extend(_steady_ms(read_ms))
+    share_truth = 1 - statistics.median(fast) / statistics.median(slow)
+    speedup_truth = statistics.median(slow) / statistics.median(fast)
+
+    report = _gpuwhy(tmp_path)
+    share = report["phases"]["train"]["data_wait_fraction"]
+    (bound,) = [f["evidence"] for f in report["findings"] if f["code"] == "INPUT_BOUND"]
+    print(
+        f"\nshare truth {share_truth:.3f} gpuwhy {share:.3f}; speed-up truth "
+        f"{speedup_truth:.2f} gpuwhy {bound['phase_speedup']:.2f}"
+    )
+    assert [rank["launcher"] for rank in report["ranks"]["train"]] == ["tf_config"] * 2
+    assert abs(share - share_truth) <= SHARE_TOLERANCE, (share, share_truth)
+    assert bound["phase_speedup"] == pytest.approx(speedup_truth, rel=SPEEDUP_TOLERANCE)

@@ -1,0 +1,121 @@
+"""Keras 2 `fit` under `tf.distribute.MultiWorkerMirroredStrategy`, as TensorFlow's tutorial
+"Multi-worker training with Keras" writes it, on two workers of this machine. (Keras 3 `fit`
+does not run under that strategy: tf_keras, with TF_USE_LEGACY_KERAS=1, is what such jobs use.)
+
+Started plainly, it is the launcher: it picks two free ports and starts two copies of itself as
+the workers, each with its own `TF_CONFIG` (the cluster and its task index), as a cluster
+manager would. Each worker builds and compiles the model inside `strategy.scope()` and fits
+over a `tf.data` pipeline whose `map` reads slowly (storage latency, `--read-ms` a batch),
+sharded across the workers by the strategy. The launcher prints each worker's final loss, in
+worker order, and exits with the first failing worker's code.
+
+    --read-ms MS   how late each batch is read (default 40)
+    --clock        also print each worker's own clock of its steady steps: per epoch, the
+                   time from the first batch's end to the last's over the batches between
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+WORKERS, SAMPLES, BATCH_PER_WORKER, EPOCHS = 2, 512, 32, 2
+
+
+def launch(argv: list[str]) -> int:
+    ports = []
+    for _ in range(WORKERS):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+
+    def task(index: int) -> dict[str, object]:
+        return {"type": "worker", "index": index}
+
+    workers = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", *argv],
+            env={**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": task(i)})},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(WORKERS)
+    ]
+    outputs = [worker.communicate()[0] for worker in workers]
+    for index, output in enumerate(outputs):
+        for line in output.splitlines():
+            print(f"worker {index}: {line}" if line.startswith("final ") else line)
+    return next((worker.returncode for worker in workers if worker.returncode), 0)
+
+
+def work(read_s: float, clock: bool) -> None:
+    import numpy as np
+    import tensorflow as tf
+
+    keras = tf.keras
+    if not keras.__name__.startswith("tf_keras"):
+        raise SystemExit(f"Keras 2 expected (TF_USE_LEGACY_KERAS=1), got {keras.__name__}")
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.random((SAMPLES, 16), dtype=np.float32)
+    y = (x[:, 0] > 0.5).astype(np.int64)
+
+    def slow_read(features: np.ndarray) -> np.ndarray:
+        time.sleep(read_s)
+        return features
+
+    def read(features: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        features = tf.numpy_function(slow_read, [features], tf.float32)
+        return tf.ensure_shape(features, [None, 16]), labels
+
+    batch = BATCH_PER_WORKER * strategy.num_replicas_in_sync  # the global batch
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch).map(read)
+    with strategy.scope():
+        model = keras.Sequential(
+            [
+                keras.Input((16,)),
+                keras.layers.Dense(32, activation="relu"),
+                keras.layers.Dense(2),
+            ]
+        )
+        model.compile(
+            optimizer="adam",
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
+    ends: list[list[float]] = []
+
+    class Clock(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch: int, logs: object = None) -> None:
+            ends.append([])
+
+        def on_train_batch_end(self, batch: int, logs: object = None) -> None:
+            ends[-1].append(time.perf_counter())
+
+    history = model.fit(dataset, epochs=EPOCHS, verbose=2, callbacks=[Clock()] if clock else [])
+    print(f"final loss {history.history['loss'][-1]:.6f}")
+    if clock:
+        steady_s = sum(epoch[-1] - epoch[0] for epoch in ends)
+        print(f"final steady {steady_s / sum(len(epoch) - 1 for epoch in ends) * 1e3:.3f} ms/step")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--read-ms", type=float, default=40.0)
+    parser.add_argument("--clock", action="store_true")
+    args = parser.parse_args()
+    if args.worker:
+        work(args.read_ms / 1e3, args.clock)
+    else:
+        sys.exit(launch([f"--read-ms={args.read_ms:g}", *(["--clock"] if args.clock else [])]))
+
+
+if __name__ == "__main__":
+    main()
