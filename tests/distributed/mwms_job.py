@@ -6,7 +6,8 @@ cluster manager would. Each worker runs a custom training loop (`strategy.run` i
 `tf.function`, the gradient all-reduced across the workers) over
 `strategy.experimental_distribute_dataset`; worker `--slow-worker` reads each batch `--read-ms`
 late (a `py_function` in its `map`). Each worker writes `OUT/worker{index}.json` with the steps
-it ran.
+it ran and its own clock of its steady steps (from the first step's end, which traced the step
+function, to the last's, per step).
 """
 
 from __future__ import annotations
@@ -83,11 +84,15 @@ def work(args: argparse.Namespace) -> None:
         return strategy.run(replica, args=(batch,))
 
     steps = 0
+    ends = []
     for batch in batches:
         step(batch)
         steps += 1
+        ends.append(time.perf_counter())
+    steady_s = (ends[-1] - ends[0]) / (steps - 1)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"worker{index}.json").write_text(json.dumps({"index": index, "steps": steps}))
+    mark = {"index": index, "steps": steps, "steady_s_per_step": steady_s}
+    (args.out / f"worker{index}.json").write_text(json.dumps(mark))
 
 
 def main() -> None:

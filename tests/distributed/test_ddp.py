@@ -137,20 +137,26 @@ def test_the_input_bound_estimate_holds_for_the_slowest_rank(
 MWMS_JOB = HERE / "mwms_job.py"
 
 
-def test_tensorflow_multi_worker_ranks_come_from_tf_config(tmp_path: Path) -> None:
-    """Two MultiWorkerMirroredStrategy workers (TF_CONFIG), a custom loop over a distributed
-    dataset: each worker is a rank with its own steps. Worker 1's input is slow; MWMS makes
-    every worker's pull agree on the end of the data across workers, so the others wait for it
-    in their own pulls: the job is input-bound (no rank stands out to be named)."""
+def _mwms_report(tmp_path: Path, *args: str) -> dict[str, Any]:
+    tmp_path.mkdir(exist_ok=True)
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "gpuwhy", "run", "--json", str(tmp_path / "r.json"),
          "--record", str(tmp_path / "r.gpuwhy.db"), "--",
-         sys.executable, str(MWMS_JOB), "--steps", "40", "--out", str(out)],
+         sys.executable, str(MWMS_JOB), "--steps", "40", "--out", str(out), *args],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads((tmp_path / "r.json").read_text())
+    return dict(json.loads((tmp_path / "r.json").read_text()))
+
+
+def test_tensorflow_multi_worker_ranks_come_from_tf_config(tmp_path: Path) -> None:
+    """Two MultiWorkerMirroredStrategy workers (TF_CONFIG), a custom loop over a distributed
+    dataset: each worker is a rank with its own steps. Worker 1's input is slow. Each pull also
+    agrees across the workers on whether data remains, so worker 0 waits for worker 1 there;
+    each worker's wait is its own worker's pulls, so worker 1 is the one named."""
+    out = tmp_path / "out"
+    report = _mwms_report(tmp_path)
     rows = report["ranks"]["train"]
     assert [(row["rank"], row["launcher"], row["world_size"]) for row in rows] == [
         (0, "tf_config", 2),
@@ -161,3 +167,48 @@ def test_tensorflow_multi_worker_ranks_come_from_tf_config(tmp_path: Path) -> No
         assert row["steps"] == own["steps"] == 40
     assert report["phases"]["train"]["steps"] == 40
     assert any(f["code"] == "INPUT_BOUND" for f in report["findings"])
+    (straggler,) = [f["evidence"] for f in report["findings"] if f["code"] == "STRAGGLER"]
+    assert straggler["rank"] == 1 and straggler["cause"] == "input", straggler
+
+
+def _steady_s(tmp_path: Path, slow_worker: int) -> float:
+    """The workers' own clock of their steady steps, bare (their median), s per step."""
+    out = tmp_path / f"bare{len(list(tmp_path.glob('bare*')))}"
+    subprocess.run(
+        [sys.executable, str(MWMS_JOB), "--steps", "40", "--out", str(out),
+         "--slow-worker", str(slow_worker)],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    marks = [json.loads(path.read_text()) for path in sorted(out.glob("worker*.json"))]
+    return statistics.median(mark["steady_s_per_step"] for mark in marks)
+
+
+def test_tensorflow_multi_worker_straggler_estimate_matches_the_fix(tmp_path: Path) -> None:
+    """Worker 1 slow against no worker slow, alternated bare (3 pairs): the speed-up of fixing
+    worker 1's input is the workers' steady step time as is over fixed. gpuwhy's share of the
+    phase and its STRAGGLER `phase_speedup` are held to the data-wait family's 0.05 and 15 %."""
+    slow: list[float] = []
+    fast: list[float] = []
+    for pair in range(3):
+        for slow_worker in (1, -1) if pair % 2 == 0 else (-1, 1):
+            (slow if slow_worker == 1 else fast).append(_steady_s(tmp_path, slow_worker))
+    share_truth = 1 - statistics.median(fast) / statistics.median(slow)
+    speedup_truth = statistics.median(slow) / statistics.median(fast)
+    report = _mwms_report(tmp_path / "watched")
+    (straggler,) = [f["evidence"] for f in report["findings"] if f["code"] == "STRAGGLER"]
+    share = report["phases"]["train"]["data_wait_fraction"]
+    print(
+        f"\nshare truth {share_truth:.3f} gpuwhy {share:.3f}; speed-up truth "
+        f"{speedup_truth:.2f} gpuwhy {straggler['phase_speedup']:.2f}"
+    )
+    assert abs(share - share_truth) <= 0.05, (share, share_truth)
+    assert straggler["phase_speedup"] == pytest.approx(speedup_truth, rel=0.15)
+
+
+def test_tensorflow_multi_worker_agreement_on_the_data_is_no_input_wait(tmp_path: Path) -> None:
+    """The same job over in-memory input: each pull's agreement across the workers (a collective,
+    most of a CPU step here) is not waiting for input. Timed whole, the pulls read 0.72 of each
+    step as waiting and said INPUT_BOUND."""
+    report = _mwms_report(tmp_path, "--slow-worker", "-1")
+    assert report["phases"]["train"]["data_wait_fraction"] < 0.2, report["phases"]["train"]
+    assert not [f for f in report["findings"] if f["code"] in ("INPUT_BOUND", "STRAGGLER")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from typing import Any
 
 import pytest
 from hookspans import Collected, FakeClock, durations_ms, end_of_data_waits, step_waits
@@ -281,3 +282,27 @@ def test_a_thread_s_loop_whose_iterator_lives_on_is_ended_at_exit(
     tracker.finalize(clock.now + 1_000_000)
     (phase,) = collected.spans(SpanKind.PHASE, "train")
     assert phase.end_ns == last_pull
+
+
+def test_a_pull_that_waits_only_in_its_first_part_records_that_part(
+    collected: Collected, clock: FakeClock
+) -> None:
+    """A multi-worker pull (tf.distribute): its own worker's pull (3 ms), then the agreement with
+    the other workers (6 ms), which is no wait for input; the step still begins at the pull."""
+    made = _Made(clock, items=2, make_ms=0, item_ms=3)
+
+    def own_part(call: Any) -> tuple[Any, int]:
+        before = clock.now
+        item = call()
+        waited = clock.now - before
+        clock.advance_ms(6)  # the agreement
+        return item, waited
+
+    with pytest.raises(StopIteration):
+        while True:
+            iterators.timed_next(_Made.__next__, made, waited=own_part)
+            clock.advance_ms(10)
+    waits = collected.spans(SpanKind.WAIT, "train")
+    assert durations_ms(step_waits(waits)) == [3, 3]
+    steps = collected.spans(SpanKind.STEP, "train")
+    assert durations_ms(steps) == [19, 22]  # own pull, agreement, compute; the last: + no data

@@ -15,7 +15,15 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from gpuwhy.hooks import emitter, iterators, patching, profile_window, sync_counting, tracker
+from gpuwhy.hooks import (
+    emitter,
+    iterators,
+    patching,
+    profile_window,
+    sync_counting,
+    tfdata_wait,
+    tracker,
+)
 
 _window: profile_window.TorchWindow | None = None  # `gpuwhy run --profile`: set by install_torch
 
@@ -49,8 +57,25 @@ def install_tensorflow() -> None:
     # iterator pulls each replica's batch through get_next(), not OwnedIterator.__next__.
     input_lib = sys.modules.get("tensorflow.python.distribute.input_lib")
     distributed = getattr(input_lib, "DistributedIterator", None)
-    if distributed is not None and hasattr(distributed, "__next__"):
+    if distributed is None or not hasattr(distributed, "__next__"):
+        return
+    if not tfdata_wait.install_worker_clock():
         patching.patch(distributed, "__next__", make)
+        return
+
+    def make_distributed(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        @functools.wraps(original)
+        def __next__(self: Any) -> Any:
+            if not executing_eagerly():
+                return original(self)
+            # One of several workers: its wait is its own worker's pulls, not the agreement
+            # with the others on whether data remains, which waits for the slowest worker.
+            waited = tfdata_wait.own_worker_wait if tfdata_wait.across_workers(self) else None
+            return iterators.timed_next(original, self, waited=waited)
+
+        return __next__
+
+    patching.patch(distributed, "__next__", make_distributed)
 
 
 def install_torch() -> None:

@@ -22,11 +22,15 @@ def timed_next(
     *,
     force: bool = False,
     ready: Callable[[Any], bool] | None = None,
+    waited: Callable[[Callable[[], T]], tuple[T, int]] | None = None,
 ) -> T:
     """`next_fn(iterator)`, timed as a pull of `iterator` (StopIteration passes through).
 
     `ready(iterator)`: whether its next item is already made (a worker's queue holds it), asked
     at the request: such a pull hands a batch over and is no wait.
+    `waited(call)`: `call()` and how long (ns) it waited for input, where only a first part of
+    the pull does (a multi-worker pull, whose agreement with the other workers follows): the
+    wait is recorded from the request for that long.
     """
     st = tracker.state()
     if st.in_pull or (st.mute and not force):
@@ -39,7 +43,10 @@ def timed_next(
         busy |= busy_bits(lambda: ready(iterator), READY_AT_REQUEST)
     request = clock()
     try:
-        item = next_fn(iterator)
+        if waited is None:
+            item = next_fn(iterator)
+        else:
+            item, waited_ns = waited(lambda: next_fn(iterator))
     except StopIteration:
         st.in_pull = False
         _record(iterator, request, clock(), False, force, 0)
@@ -47,7 +54,7 @@ def timed_next(
     except BaseException:
         st.in_pull = False
         raise
-    delivery = clock()
+    delivery = clock() if waited is None else min(request + waited_ns, clock())
     st.in_pull = False
     busy |= busy_bits(busy_check, BUSY_AT_DELIVERY)
     _record(iterator, request, delivery, True, force, busy)

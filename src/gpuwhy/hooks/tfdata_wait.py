@@ -26,7 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from gpuwhy.hooks import emitter, patching
 
@@ -34,6 +34,8 @@ QUEUE_CAPACITY = 2**30
 """Pulls the queue may hold: never reached (it is drained every 0.2 s), never a block."""
 
 _NO_ELEMENT = -1.0  # the delivery written for an Optional pull that found the data's end
+
+T = TypeVar("T")
 
 
 class _Local(threading.local):
@@ -101,7 +103,7 @@ def install() -> bool:
         emitter.report_once("tf.data.stamps", "tf.data pulls not stamped: layout changed")
         return False
     for cls, (pull, optional) in names.items():
-        local = cls is distributed  # its pull may agree with other workers: see _stamped
+        local = cls is distributed  # its pull may agree with other workers: see across_workers
         patching.patch(cls, pull, functools.partial(_stamped, optional=False, local=local))
         patching.patch(cls, optional, functools.partial(_stamped, optional=True, local=local))
     return True
@@ -128,7 +130,7 @@ def made() -> int:
     return _local.made
 
 
-def _across_workers(iterator: Any) -> bool:
+def across_workers(iterator: Any) -> bool:
     """Whether a tf.distribute iterator is one of several workers' (MultiWorkerMirroredStrategy):
     its pull then also all-reduces, with every other worker, whether any data remains
     (input_lib's `_calculate_replicas_with_values`), and so waits for the slowest worker to
@@ -143,12 +145,12 @@ def _stamped(
     original: Callable[..., Any], *, optional: bool, local: bool = False
 ) -> Callable[..., Any]:
     """A pull that stamps what it traces; `local`: one that stamps only its own worker's pulls
-    (the tf.data iterators it calls) when it is one of several workers' (`_across_workers`)."""
+    (the tf.data iterators it calls) when it is one of several workers' (`across_workers`)."""
 
     @functools.wraps(original)
     def pull(self: Any, *args: Any, **kwargs: Any) -> Any:
         state = _local
-        if not state.active or state.inside or (local and _across_workers(self)):
+        if not state.active or state.inside or (local and across_workers(self)):
             return original(self, *args, **kwargs)
         tf = sys.modules["tensorflow"]
         state.inside = True
@@ -198,3 +200,56 @@ def _traced_pull(tf: Any, get: Callable[[], Any], optional: bool) -> Any:
             return tf.identity(tensor)
 
     return tf.nest.map_structure(after_record, element, expand_composites=True)
+
+
+# ------------------------------------------------------------- a custom loop's own worker's pulls
+
+
+class _OwnPulls(threading.local):
+    timing = False  # inside a distributed pull that `own_worker_wait` times
+    ns = 0  # how long its worker's own pulls took
+
+
+_own = _OwnPulls()
+
+
+def install_worker_clock() -> bool:
+    """Time the pulls a tf.distribute iterator makes of its own worker's data (input_lib's
+    per-worker iterators), for `own_worker_wait`; True if they are patched."""
+    input_lib = sys.modules.get("tensorflow.python.distribute.input_lib")
+    worker = getattr(input_lib, "_SingleWorkerDatasetIteratorBase", None)
+    names = ("get_next_as_list", "get_next_as_optional_list")
+    if worker is None or not all(callable(getattr(worker, name, None)) for name in names):
+        emitter.report_once("tf.distribute", "a worker's own pulls not timed: layout changed")
+        return False
+    for name in names:
+        patching.patch(worker, name, _worker_pull)
+    return True
+
+
+def own_worker_wait(pull: Callable[[], T]) -> tuple[T, int]:
+    """`pull()`, a custom loop's eager pull of a distributed iterator that is one of several
+    workers' (`across_workers`), and how long (ns) its own worker's pulls inside it took: the
+    wait for its own input, apart from the agreement with the other workers that follows."""
+    own = _own
+    own.timing, own.ns = True, 0
+    try:
+        item = pull()
+    finally:
+        own.timing = False
+    return item, own.ns
+
+
+def _worker_pull(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def pull(self: Any, *args: Any, **kwargs: Any) -> Any:
+        own = _own
+        if not own.timing:
+            return original(self, *args, **kwargs)
+        start = time.monotonic_ns()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            own.ns += time.monotonic_ns() - start
+
+    return pull
