@@ -4,11 +4,11 @@
 The truth: the same job with its slow read made free (`--read-ms 0`), alternated with the job as
 is, each worker timing its own steady steps (the steps gpuwhy keeps: all but the first epoch's
 first, which traces the train function); share = 1 - fast / slow, speed-up = slow / fast, medians
-over pairs and workers. gpuwhy runs the job as is in the first and last pair: its median share
-and `phase_speedup` are compared. Targets are the data-wait family's (docs/data-wait.md): 0.05
+over pairs and workers. gpuwhy runs the job as is in each pair: its median share and
+`phase_speedup` are compared. Targets are the data-wait family's (docs/data-wait.md): 0.05
 of share, 15 % of speed-up. Before each worker's own pulls were stamped, the whole distributed
 pull was: it also waits for the other worker to reach its pull, and read 0.51-0.58 against a
-truth of 0.41 (docs/distributed.md).
+truth of 0.41 with 20 ms reads over 2 epochs (docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timing]
 JOB = ROOT / "tests" / "zoo" / "jobs" / "tf_keras_multiworker.py"
 READ_MS = 40  # the zoo member's read: longer than the step computes, the wait most of a step
 EPOCHS = 4  # the first epoch's steps find batches made during its tracing: fewer wait
-PAIRS = 3
+PAIRS = 2
 SHARE_TOLERANCE, SPEEDUP_TOLERANCE = 0.05, 0.15
 ENV = {**os.environ, "TF_USE_LEGACY_KERAS": "1"}
 
@@ -76,12 +76,11 @@ def test_each_workers_wait_is_its_own_input_and_matches_the_fix(tmp_path: Path) 
     for pair in range(PAIRS):
         for read_ms in (READ_MS, 0) if pair % 2 == 0 else (0, READ_MS):
             (slow if read_ms else fast).extend(_steady_ms(read_ms))
-        if pair in (0, PAIRS - 1):
-            report = _gpuwhy(tmp_path / str(pair))
-            assert [rank["launcher"] for rank in report["ranks"]["train"]] == ["tf_config"] * 2
-            shares.append(report["phases"]["train"]["data_wait_fraction"])
-            (bound,) = [f["evidence"] for f in report["findings"] if f["code"] == "INPUT_BOUND"]
-            speedups.append(bound["phase_speedup"])
+        report = _gpuwhy(tmp_path / str(pair))
+        assert [rank["launcher"] for rank in report["ranks"]["train"]] == ["tf_config"] * 2
+        shares.append(report["phases"]["train"]["data_wait_fraction"])
+        (bound,) = [f["evidence"] for f in report["findings"] if f["code"] == "INPUT_BOUND"]
+        speedups.append(bound["phase_speedup"])
     share_truth = 1 - statistics.median(fast) / statistics.median(slow)
     speedup_truth = statistics.median(slow) / statistics.median(fast)
     share, speedup = statistics.median(shares), statistics.median(speedups)
