@@ -91,6 +91,36 @@ def test_each_rank_s_rounds_are_its_own() -> None:
     assert train.one_time_s > 0.48
 
 
+def _ranks_waiting_by_turns(offset_ms: float) -> list[Span]:
+    """Two ranks of 20 steps of 20 ms, rank 1 started `offset_ms` after rank 0: rank 0 waits
+    10 ms at its even steps, rank 1 at its odd ones."""
+    spans: list[Span] = []
+    for pid, turn in ((1, 0), (2, 1)):
+        t = round(offset_ms * MS) * (pid - 1)
+        start = t
+        for index in range(20):
+            wait = 10 * MS if index % 2 == turn else 0
+            spans.append(Span("train", SpanKind.WAIT, t, t + wait, step=index, pid=pid))
+            spans.append(Span("train", SpanKind.STEP, t, t + 20 * MS, step=index, pid=pid))
+            t += 20 * MS
+        spans.append(Span("train", SpanKind.PHASE, start, t, pid=pid))
+    return spans
+
+
+def test_ranks_in_lockstep_wait_at_each_step_as_long_as_the_slowest() -> None:
+    """In lockstep (each step's collective holds every rank until the last arrives), ranks slow
+    by turns make the job wait at every step: 10 of 20 ms, where each rank alone waits at
+    half of its steps."""
+    train = phase_stats(_ranks_waiting_by_turns(0.5), 0, 2 * S)["train"]
+    assert train.data_wait_fraction == pytest.approx(0.5, abs=0.01)
+
+
+def test_ranks_not_in_lockstep_are_not_paired_step_by_step() -> None:
+    # Rank 1 runs 30 ms, more than a step, behind: its steps never meet rank 0's step by step.
+    train = phase_stats(_ranks_waiting_by_turns(30.0), 0, 2 * S)["train"]
+    assert train.data_wait_fraction == pytest.approx(0.25, abs=0.01)
+
+
 def test_uniformly_slow_steps_stay_steady() -> None:
     # No step is 3x the median: nothing is warm-up, however slow the first ones are.
     spans, end = _round(0, [55.0, 50.0, 20.0, 20.0, 20.0], wait_ms=10)

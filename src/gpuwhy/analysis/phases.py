@@ -44,10 +44,12 @@ from gpuwhy.analysis.spanruns import (
 from gpuwhy.analysis.steady import (
     SteadyState,
     input_ends_of,
+    lockstep_wait_ns,
     longest_steady_wait_ns,
     paused_steady_wait_ns,
     rounds_of,
     steady_state,
+    steady_step_windows,
     steady_wait_ns,
 )
 from gpuwhy.model import NS_PER_S, SpanKind
@@ -259,10 +261,16 @@ def _phase_stats(
     waiting_pid = busiest_pid
     if len(ranks) >= 2:
         # Ranks in lockstep move at the pace of the one whose input is slowest: its wait is
-        # the phase's (the others spend it waiting for that rank at the collective).
+        # the phase's (the others spend it waiting for that rank at the collective), step by
+        # step where their steps pair up.
         wait_ns = max(waited_ns(waits[pid], extent) for pid in ranks)
         waiting_pid = max(ranks, key=lambda pid: steady_wait_ns(waits[pid], steady[pid]))
         steady_wait = steady_wait_ns(waits[waiting_pid], steady[waiting_pid])
+        together = lockstep_wait_ns(
+            [steady_step_windows(steady[pid]) for pid in ranks], [waits[pid] for pid in ranks]
+        )
+        if together is not None:
+            steady_wait = max(steady_wait, together)
     # One process's wait (or the slowest rank's) has a longest stretch; an average over a
     # stepping process and a reader's has none (0: no stall is told apart).
     lone = len(ranks) >= 2 or pids <= {busiest_pid}

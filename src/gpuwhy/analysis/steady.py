@@ -259,6 +259,41 @@ def steady_wait_ns(waits: SortedRuns, steady: SteadyState) -> int:
     return waited_ns(waits, steady.intervals)
 
 
+def steady_step_windows(steady: SteadyState) -> list[Interval]:
+    """Each steady step's window, in order: from the previous step's end (or its steady
+    interval's start) to its own end. The windows tile the steady intervals, so the waits in
+    them sum to `steady_wait_ns`."""
+    ordered = steady.runs.ordered()
+    starts, ends = ordered.starts, ordered.ends
+    windows: list[Interval] = []
+    for begin, end in steady.intervals:
+        previous = begin
+        for k in range(bisect.bisect_left(starts, begin), bisect.bisect_left(starts, end)):
+            until = max(min(ends[k], end), previous)
+            windows.append((previous, until))
+            previous = until
+    return windows
+
+
+def lockstep_wait_ns(
+    windows: Sequence[Sequence[Interval]], waits: Sequence[SortedRuns]
+) -> int | None:
+    """The wait of ranks in lockstep (synchronous data parallelism: no rank leaves a step's
+    collective before the last arrives) over their steady steps, from each rank's
+    `steady_step_windows` and waits: at each step the longest of the ranks' waits, which the
+    whole job stood still for; ranks slow by turns wait more together than any one alone.
+    None where the ranks are not seen in lockstep: their steady steps do not pair up one to one,
+    or some step's windows share no moment (the ranks of a collective all are in it at once)."""
+    if len({len(rank) for rank in windows}) != 1:
+        return None
+    total = 0
+    for step in zip(*windows, strict=True):
+        if max(a for a, _ in step) >= min(b for _, b in step):
+            return None
+        total += max(w.overlap_ns(a, b) for w, (a, b) in zip(waits, step, strict=True))
+    return total
+
+
 def longest_steady_wait_ns(waits: SortedRuns, steady: SteadyState) -> int:
     """The longest single wait (one step's) inside the steady intervals."""
     return max((waits.longest_inside_ns(a, b) for a, b in steady.intervals), default=0)
