@@ -98,17 +98,23 @@ PARTS = (
 
 
 def _encode_and_drop(records: Sequence[Any]) -> None:
-    """What the socket sink does to each record, without the socket."""
+    """What the socket sink does to each record, without the socket: its spans come as lines
+    already (`wire_lines`), the rest it encodes."""
     from gpuwhy.wire import encode
 
-    for record in records:
-        encode(record)
+    b"".join(r if isinstance(r, bytes) else encode(r) for r in records)
+
+
+_encode_and_drop.wire_lines = True  # type: ignore[attr-defined]
 
 
 def _hooks(on: bool) -> None:
-    from gpuwhy.hooks import auto, emitter
+    from gpuwhy.hooks import attribution, auto, emitter
 
     if on:
+        # A fresh attribution: steps an earlier hook's loop left waiting for facts that never
+        # come (its batch-end stamps, say) would be swept at every delivery of the next one.
+        emitter._attributor = attribution.Attributor()
         emitter.configure(_encode_and_drop)
         auto.install({})
     else:
@@ -623,8 +629,8 @@ def document(
         "timed), per call, delivered in the batches one flush interval holds for calls "
         f"{FASTEST_STEP_S * 1e3:g} ms apart (the fastest steps of the jobs below; a hook's "
         "loop calls far faster, and one delivery of all its records makes garbage collection "
-        "grow with the batch). Bare loops without a counterpart (a step, a sync, Keras's batch "
-        "hooks) are empty loops.",
+        "grow with the batch); each round of each hook starts from a fresh attribution. Bare "
+        "loops without a counterpart (a step, a sync, Keras's batch hooks) are empty loops.",
         "",
         *hooks,
         "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuwhy.model import Event, Span, SpanKind
-from gpuwhy.wire import WireError, decode, encode
+from gpuwhy.wire import WireError, decode, encode, span_line
 
 
 @pytest.mark.parametrize(
@@ -38,3 +38,18 @@ def test_every_record_round_trips_on_one_line(record: Span | Event) -> None:
 def test_anything_else_is_a_wire_error(line: bytes) -> None:
     with pytest.raises(WireError):
         decode(line)
+
+
+@pytest.mark.parametrize(
+    "span",
+    [
+        Span("train", SpanKind.STEP, 5, 9, 3, 2, 77),
+        Span('va"l\n', SpanKind.WAIT, 1, 2, None, 0, None),
+        Span("predict", SpanKind.PHASE, 0, 10),
+    ],
+)
+def test_a_span_s_line_made_from_its_fields_is_the_span_s_own(span: Span) -> None:
+    """The hooks' flusher writes a span's line straight from its fields (no `Span` built)."""
+    fields = (span.phase, span.kind, span.start_ns, span.end_ns, span.step, span.steps, span.pid)
+    assert span_line(*fields) == encode(span)
+    assert decode(span_line(*fields)) == span

@@ -74,11 +74,7 @@ def encode(record: Span | Event) -> bytes:
     hooks' flusher thread than a general encoder); an event, rare, by the JSON encoder.
     """
     if isinstance(record, Span):
-        return (
-            f'{{"t":"span","phase":{_json_text(str(record.phase))},"kind":{int(record.kind)},'
-            f'"s":{int(record.start_ns)},"e":{int(record.end_ns)},"step":{_json_int(record.step)},'
-            f'"n":{int(record.steps)},"pid":{_json_int(record.pid)}}}\n'
-        ).encode()
+        return span_line(*_span_fields(record))
     if isinstance(record, Event):
         obj: dict[str, Any] = {
             "t": "event",
@@ -89,6 +85,28 @@ def encode(record: Span | Event) -> bytes:
         }
         return (_ENCODER.encode(obj) + "\n").encode()
     raise TypeError(f"cannot encode {type(record).__name__}")  # pragma: no cover - typed
+
+
+def span_line(
+    phase: str,
+    kind: SpanKind,
+    start_ns: int,
+    end_ns: int,
+    step: int | None = None,
+    steps: int = 1,
+    pid: int | None = None,
+) -> bytes:
+    """The line of the span these fields make, made without the `Span`: the hooks' flusher
+    makes one or two per step for the socket, and a frozen dataclass costs ~0.8 µs to build."""
+    return (
+        f'{{"t":"span","phase":{_json_text(str(phase))},"kind":{int(kind)},'
+        f'"s":{int(start_ns)},"e":{int(end_ns)},"step":{_json_int(step)},'
+        f'"n":{int(steps)},"pid":{_json_int(pid)}}}\n'
+    ).encode()
+
+
+def _span_fields(span: Span) -> tuple[Any, ...]:
+    return (span.phase, span.kind, span.start_ns, span.end_ns, span.step, span.steps, span.pid)
 
 
 def decode(line: bytes | str) -> Record:

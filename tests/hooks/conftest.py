@@ -33,7 +33,7 @@ def hooks(collected: Collected) -> Iterator[Collected]:
         yield collected
     finally:
         auto.uninstall()
-        tracker._local.__dict__.clear()  # a failed test must not leave phases open
+        tracker.reset()  # a failed test must not leave phases open
 
 
 @pytest.fixture
@@ -45,9 +45,6 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
 
 @pytest.fixture(autouse=True)
 def fresh_thread_state() -> Iterator[None]:
-    tracker._local.__dict__.clear()
-    tracker._ending_threads.clear()
-    tracker._next_index.clear()  # step indices count per process: each test starts at 0
-    tracker._saw_training = False  # so does whether the process was seen training
+    tracker.reset()  # step indices, and whether the process was seen training, start anew
     yield
-    tracker._local.__dict__.clear()
+    tracker.reset()

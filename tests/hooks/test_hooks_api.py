@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from typing import Any
 
@@ -306,3 +307,30 @@ def test_a_pull_that_waits_only_in_its_first_part_records_that_part(
     assert durations_ms(step_waits(waits)) == [3, 3]
     steps = collected.spans(SpanKind.STEP, "train")
     assert durations_ms(steps) == [19, 22]  # own pull, agreement, compute; the last: + no data
+
+
+def test_each_thread_has_its_own_steps_and_a_forked_child_starts_clean(
+    collected: Collected, clock: FakeClock
+) -> None:
+    """The main thread's state is held apart for speed: another thread's steps must not land
+    in it, and a child forked mid-phase, whose only thread is the one that forked, starts with
+    no phase, no step and nothing to send of its parent's."""
+    with gpuwhy.phase("outer"):
+        gpuwhy.step()
+        seen: list[Any] = []
+        worker = threading.Thread(target=lambda: seen.append(tracker.state()))
+        worker.start()
+        worker.join()
+        assert seen[0] is not tracker.state() and seen[0].phases == []
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child reports through the pipe
+            st = tracker.state()
+            os.write(write, b"clean" if not st.phases and st.step is None else b"dirty")
+            os._exit(0)
+        os.close(write)
+        assert os.read(read, 16) == b"clean"
+        os.close(read)
+        os.waitpid(child, 0)
+        clock.advance_ms(5)
+    assert len(collected.spans(SpanKind.STEP, "outer")) == 1

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from gpuwhy.model import Event, Span, SpanKind
@@ -86,8 +87,15 @@ class Attributor:
     """Stateful converter from raw hook records to `Span`s; one per process, flusher-owned."""
 
     def __init__(
-        self, *, hold_ns: int = HOLD_NS, sync_interval_ns: int = SYNC_EVENT_INTERVAL_NS
+        self,
+        *,
+        hold_ns: int = HOLD_NS,
+        sync_interval_ns: int = SYNC_EVENT_INTERVAL_NS,
+        span: Callable[..., Any] = Span,
     ) -> None:
+        # What a span is made as, from Span's fields in order: the `Span`, or the socket's line
+        # for it (`wire.span_line`) where the sink only writes lines.
+        self.span = span
         self.hold_ns = hold_ns
         self.sync_interval_ns = sync_interval_ns
         self._syncs: dict[str, list[int]] = {}  # phase -> [syncs, steps that synced, last t]
@@ -108,13 +116,13 @@ class Attributor:
         pid: int,
         *,
         counts: bool = False,
-    ) -> list[Span | Event]:
+    ) -> list[Any]:
         """Convert `items`; `graph_pulls` are the in-graph pulls polled after `items` drained.
 
         `counts`: send the summed sync counts now (an explicit flush), not only once their
         interval has passed.
         """
-        out: list[Span | Event] = []
+        out: list[Any] = []
         self._graph_pulls.extend(sorted(graph_pulls))
         for item in items:
             if type(item) is not tuple:
@@ -122,7 +130,7 @@ class Attributor:
                 continue
             tag = item[0]
             if tag == PHASE:
-                out.append(Span(item[1], SpanKind.PHASE, item[2], item[3], pid=pid))
+                out.append(self.span(item[1], SpanKind.PHASE, item[2], item[3], None, 1, pid))
             elif tag == PULL:
                 self._host_pulls.setdefault(item[1], []).append((item[2], item[3]))
                 if item[4] & CHECKED:
@@ -140,7 +148,11 @@ class Attributor:
                     pulls = self._take_graph_pulls(item[3], item[4])
                 else:
                     pulls = self._host_pulls.pop(item[6], [])
-                self._held[item[6]] = _Held(item, pulls, now_ns)
+                held = _Held(item, pulls, now_ns)
+                if mode & EXPECT_DONE or self._done or self._busy:
+                    self._held[item[6]] = held
+                else:  # no completion facts in this process: none can come for this step
+                    out.extend(self._resolve(held, pid))
         for exec_id, held in list(self._held.items()):
             if self._ready(held) or now_ns - held.arrived_ns >= self.hold_ns:
                 del self._held[exec_id]
@@ -152,9 +164,9 @@ class Attributor:
             out.extend(self._sync_events(now_ns, pid))
         return out
 
-    def finish(self, pid: int) -> list[Span | Event]:
+    def finish(self, pid: int) -> list[Any]:
         """Resolve every held step with what is known (interpreter exit)."""
-        out: list[Span | Event] = []
+        out: list[Any] = []
         for held in self._held.values():
             out.extend(self._resolve(held, pid))
         self._held.clear()
@@ -208,7 +220,7 @@ class Attributor:
         busy = self._busy.get((exec_id, min(pulls)[0]), 0)
         return busy & (BUSY_AT_REQUEST | BUSY_AT_DELIVERY) == BUSY_AT_REQUEST
 
-    def _resolve(self, held: _Held, pid: int) -> list[Span | Event]:
+    def _resolve(self, held: _Held, pid: int) -> list[Any]:
         _, phase, index, start, end, hint, exec_id, prev, mode = held.record
         pulls = sorted(held.pulls)
         end_pull = pulls.pop() if mode & END_PULL and len(pulls) > 1 else None
@@ -219,9 +231,9 @@ class Attributor:
         done = self._done.get(exec_id)
         if mode & LAST and done is not None and start < done < end:
             end = done  # the loop's last step ends with its results, not with epoch-end work
-        out: list[Span | Event] = [Span(phase, SpanKind.STEP, start, end, index, steps, pid)]
+        out: list[Any] = [self.span(phase, SpanKind.STEP, start, end, index, steps, pid)]
         if end_pull is not None:  # the loop stood still until its input said "no more"
-            out.append(Span(phase, SpanKind.WAIT, *end_pull, index, 0, pid))
+            out.append(self.span(phase, SpanKind.WAIT, *end_pull, index, 0, pid))
         if not pulls:
             return out
         busy = self._busy.pop((exec_id, pulls[0][0]), 0)
@@ -238,7 +250,7 @@ class Attributor:
             return out
         delivered = pulls[-1][1]
         wait_start = delivered - wait_ns
-        out.append(Span(phase, SpanKind.WAIT, wait_start, delivered, index, steps, pid))
+        out.append(self.span(phase, SpanKind.WAIT, wait_start, delivered, index, steps, pid))
         return out
 
     def _exposed_wait(

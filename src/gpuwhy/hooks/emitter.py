@@ -28,7 +28,7 @@ from typing import Any
 from gpuwhy.hooks import attribution
 from gpuwhy.model import Event, Span
 from gpuwhy.rank_identity import identify
-from gpuwhy.wire import ENV_SOCKET, PROCESS_EVENT, encode
+from gpuwhy.wire import ENV_SOCKET, PROCESS_EVENT, encode, span_line
 
 FLUSH_INTERVAL_S = 0.2
 """Longest time a record waits in the buffer before the flusher delivers it."""
@@ -39,7 +39,9 @@ MAX_PENDING = 200_000
 SEND_TIMEOUT_S = 5.0
 """A socket that accepts nothing for this long is given up (the job goes on without it)."""
 
-Sink = Callable[[Sequence[Span | Event]], None]
+Sink = Callable[[Sequence[Any]], None]
+"""Takes the records of a delivery: `Span`s and `Event`s; a sink with a true `wire_lines`
+attribute (the socket's) is given each span already as its line (`wire.span_line`)."""
 Poller = Callable[[], list[tuple[int, int]]]
 
 _buffer: deque[Any] = deque()
@@ -82,6 +84,7 @@ def configure(sink: Sink | None) -> None:
     global _sink, _accepting, _needs_thread, _atexit_registered
     with _lock:
         old, _sink = _sink, sink
+        _attributor.span = _span_maker(sink)
         _accepting = sink is not None
         _needs_thread = _accepting and (_thread is None or not _thread.is_alive())
         if not _accepting:
@@ -223,7 +226,7 @@ def _deliver(*, final: bool, counts: bool = False) -> None:
         _counts["dropped"] += len(items)
         report_once("attribution", f"span attribution failed: {error!r}")
         return
-    records = [_with_pid(r) for r in records]
+    records = [_with_pid(r) if type(r) is Span else r for r in records]
     if not records:
         return
     sink = _sink
@@ -237,10 +240,12 @@ def _deliver(*, final: bool, counts: bool = False) -> None:
         _counts["dropped"] += len(records)
 
 
-def _with_pid(record: Span | Event) -> Span | Event:
-    if isinstance(record, Span) and record.pid is None:
-        return dataclasses.replace(record, pid=_pid)
-    return record
+def _with_pid(record: Span) -> Span:
+    return record if record.pid is not None else dataclasses.replace(record, pid=_pid)
+
+
+def _span_maker(sink: Sink | None) -> Callable[..., Any]:
+    return span_line if getattr(sink, "wire_lines", False) else Span
 
 
 def finish() -> None:
@@ -265,6 +270,8 @@ def finish() -> None:
 
 class SocketSink:
     """Writes records as wire.py JSON lines to a Unix stream socket; dead after one failure."""
+
+    wire_lines = True  # spans come as their lines already
 
     def __init__(self, path: str, *, timeout_s: float = SEND_TIMEOUT_S) -> None:
         self.path = path
@@ -292,13 +299,13 @@ class SocketSink:
             return False
         return True
 
-    def __call__(self, records: Sequence[Span | Event]) -> None:
+    def __call__(self, records: Sequence[Span | Event | bytes]) -> None:
         if not self.alive:
             raise ConnectionError("socket closed")
         if self._sock is None and not self.connect():
             raise ConnectionError(f"cannot connect to {self.path}")
         assert self._sock is not None
-        data = b"".join(encode(record) for record in records)
+        data = b"".join(r if isinstance(r, bytes) else encode(r) for r in records)
         try:
             # MSG_NOSIGNAL: a reader that went away must not kill the job with SIGPIPE.
             self._sock.sendall(data, getattr(socket, "MSG_NOSIGNAL", 0))
@@ -325,7 +332,6 @@ def _after_fork_in_child() -> None:
     _wake = threading.Event()
     _lock = threading.Lock()
     _thread = None
-    _attributor = attribution.Attributor()
     _pollers.clear()  # in-graph pollers read framework state that does not survive fork
     for key in _counts:
         _counts[key] = 0
@@ -335,6 +341,7 @@ def _after_fork_in_child() -> None:
         _sink = SocketSink(parent_sink.path, timeout_s=parent_sink.timeout_s)  # lazy connect
     else:
         _sink = None
+    _attributor = attribution.Attributor(span=_span_maker(_sink))
     _accepting = _sink is not None
     _needs_thread = _accepting
 

@@ -208,10 +208,11 @@ def _noting_training(original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def backward(*args: Any, **kwargs: Any) -> Any:
-        try:
-            tracker.trained()
-        except Exception as error:  # never into the user's training
-            emitter.report_once("backward", f"backward hook failed: {error!r}")
+        if tracker.awaiting_training:  # else nothing to tell: one attribute read a step
+            try:
+                tracker.trained()
+            except Exception as error:  # never into the user's training
+                emitter.report_once("backward", f"backward hook failed: {error!r}")
         return original(*args, **kwargs)
 
     return backward
@@ -221,7 +222,8 @@ def _noting_training(original: Callable[..., Any]) -> Callable[..., Any]:
 # them is a model being trained, the one whose `.eval()`/`.train()` marks a validation. Weakly
 # held and compared by identity: a freed model's id may come back as another module's.
 _optimized: dict[int, weakref.ref[Any]] = {}
-_seen_optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
+# Optimizers seen, by id, weakly held: a `WeakSet` would make a weak reference at every lookup.
+_seen_optimizers: dict[int, weakref.ref[Any]] = {}
 _mode_depth = threading.local()
 
 
@@ -252,14 +254,14 @@ def _noting_mode(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     try:
-        if optimizer not in _seen_optimizers:
-            _seen_optimizers.add(optimizer)
+        seen = _seen_optimizers.get(id(optimizer))
+        if seen is None or seen() is not optimizer:
+            _seen_optimizers[id(optimizer)] = weakref.ref(optimizer)
             groups = optimizer.param_groups
             if groups and groups[0]["params"]:
                 first = groups[0]["params"][0]
                 _optimized[id(first)] = weakref.ref(first)
-        tracker.trained()
-        tracker.boundary(tracker.clock())
+        tracker.optimizer_step(tracker.clock())
         if _window is not None:
             _window.on_step()
     except Exception as error:

@@ -38,7 +38,7 @@ def timed_next(
     clock = tracker.clock
     busy_check = st.busy
     st.in_pull = True
-    busy = busy_bits(busy_check, BUSY_AT_REQUEST)
+    busy = 0 if busy_check is None else busy_bits(busy_check, BUSY_AT_REQUEST)
     if ready is not None:
         busy |= busy_bits(lambda: ready(iterator), READY_AT_REQUEST)
     request = clock()
@@ -49,15 +49,16 @@ def timed_next(
             item, waited_ns = waited(lambda: next_fn(iterator))
     except StopIteration:
         st.in_pull = False
-        _record(iterator, request, clock(), False, force, 0)
+        _record(st, iterator, request, clock(), False, force, 0)
         raise
     except BaseException:
         st.in_pull = False
         raise
     delivery = clock() if waited is None else min(request + waited_ns, clock())
     st.in_pull = False
-    busy |= busy_bits(busy_check, BUSY_AT_DELIVERY)
-    _record(iterator, request, delivery, True, force, busy)
+    if busy_check is not None:
+        busy |= busy_bits(busy_check, BUSY_AT_DELIVERY)
+    _record(st, iterator, request, delivery, True, force, busy)
     return item
 
 
@@ -72,9 +73,17 @@ def busy_bits(check: Callable[[], bool] | None, bit: int) -> int:
         return 0
 
 
-def _record(source: object, request: int, delivery: int, ok: bool, force: bool, busy: int) -> None:
+def _record(
+    st: tracker.ThreadState,
+    source: object,
+    request: int,
+    delivery: int,
+    ok: bool,
+    force: bool,
+    busy: int,
+) -> None:
     try:
-        tracker.pull(source, request, delivery, ok, force=force, busy=busy)
+        tracker.pull_in(st, source, request, delivery, ok, force, busy)
     except Exception as error:  # never into the user's loop
         emitter.report_once("pull", f"input pull hook failed: {error!r}")
 

@@ -101,8 +101,20 @@ def _after_call(original: Callable[..., Any]) -> Callable[..., Any]:
     return synchronize
 
 
+TORCH_COPIES = (("cpu", _torch_cpu), ("to", _torch_to))
+"""Wrapped only once a device has started (`_when_a_device_starts`): frameworks call `to()` all
+the time (Keras on torch ~50 times a step, moving what is already in place), and each wrapped
+call costs a Python frame, for nothing on a machine whose tensors are all on the CPU."""
+
+ACCELERATOR_MODULES = ("torch_xla", "torch_npu", "intel_extension_for_pytorch")
+"""Devices whose start has no hook here: where one is loaded, the copies are wrapped at once."""
+
+_installs = 0  # counts installs and undos: a device starting after an undo wraps nothing
+
+
 def install_torch() -> None:
     """Count host reads of device tensors and `torch.cuda.synchronize()` calls."""
+    global _installs
     torch = sys.modules.get("torch")
     tensor = getattr(torch, "Tensor", None)
     if tensor is None or not hasattr(tensor, "is_cpu"):
@@ -111,12 +123,60 @@ def install_torch() -> None:
     for name in TORCH_HOST_READS:
         if callable(getattr(tensor, name, None)):
             patching.patch(tensor, name, _torch_read)
-    for name, wrapper in (("cpu", _torch_cpu), ("to", _torch_to)):
-        if callable(getattr(tensor, name, None)):
-            patching.patch(tensor, name, wrapper)
     cuda = getattr(torch, "cuda", None)
     if callable(getattr(cuda, "synchronize", None)):
         patching.patch(cuda, "synchronize", _after_call)
+    _installs += 1
+    patching.on_undo(_undone)
+    _when_a_device_starts(torch, functools.partial(_wrap_copies, tensor, _installs))
+
+
+def _undone() -> None:
+    global _installs
+    _installs += 1
+
+
+def _wrap_copies(tensor: Any, install: int) -> None:
+    """Wrap `Tensor.cpu` and `.to`, unless the hooks were undone since `install`. Never raises:
+    it may run inside torch's own device start."""
+    if install != _installs:
+        return
+    try:
+        for name, wrapper in TORCH_COPIES:
+            if callable(getattr(tensor, name, None)):
+                patching.patch(tensor, name, wrapper)
+    except Exception as error:
+        emitter.report_once("sync.torch.copies", f"torch copies not counted: {error!r}")
+
+
+def _when_a_device_starts(torch: Any, install: Callable[[], None]) -> None:
+    """`install()` now if this process may already hold tensors off the CPU, else when CUDA
+    (or ROCm, which is torch.cuda too) or XPU starts in it: torch runs the calls queued by
+    `_lazy_call` as it starts the device, before the first tensor is placed there. Asking
+    whether a device exists instead would start CUDA's driver, which a forked DataLoader worker
+    could then not use."""
+    backends = getattr(torch, "backends", None)
+    mps = getattr(backends, "mps", None)
+    modules = (getattr(torch, "cuda", None), getattr(torch, "xpu", None))
+    lazy: list[Callable[[Callable[[], None]], None]] = [
+        call
+        for call in (getattr(module, "_lazy_call", None) for module in modules)
+        if callable(call)
+    ]
+    try:
+        on_apple_gpu = mps is not None and bool(mps.is_available())
+    except Exception:
+        on_apple_gpu = True  # cannot tell: wrap now, as before any device starts
+    other = any(name in sys.modules for name in ACCELERATOR_MODULES)
+    if on_apple_gpu or other or len(lazy) < len(modules):
+        install()
+        return
+    for call in lazy:
+        try:
+            call(install)  # at once if that device already started
+        except Exception:
+            install()
+            return
 
 
 def _tf_read(original: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -89,6 +89,10 @@ without training is named then (gradient accumulation trains within a few batche
 wait no longer."""
 
 _saw_training = False  # `trained()` was called in this process
+_unnamed_loops = 0  # threads whose loop waits to be named by whether it trains
+awaiting_training = True
+"""Whether `trained()` can still change anything: no training was seen yet, or a loop waits
+to be named. A hook on every backward pass asks this before calling it."""
 
 _exec_ids = itertools.count()
 _next_index: dict[str, int] = {}
@@ -169,17 +173,44 @@ class ThreadState:
 
 _local = threading.local()
 _ending_threads: dict[ThreadState, None] = {}  # states with an `ending`: settled at exit
+# The main thread's state, also held here: every hook asks for its thread's state, several
+# times a step, and between steps the framework's compute has evicted the `threading.local`
+# lookup's memory from the CPU caches (~2 µs a step where a plain comparison costs ~0.2).
+_get_ident = threading.get_ident
+_main_ident = threading.main_thread().ident
+_main_state: ThreadState | None = None
 
 
 def state() -> ThreadState:
     """This thread's state (created on first use); a loop's ending is settled first."""
+    st = _main_state if _get_ident() == _main_ident else None
+    if st is None:
+        st = _thread_state()
+    if st.ending is not None:
+        _settle_ending(st)
+    return st
+
+
+def _thread_state() -> ThreadState:
+    global _main_state
     try:
         st: ThreadState = _local.state
     except AttributeError:
         st = _local.state = ThreadState()
-    if st.ending is not None:
-        _settle_ending(st)
+    if _get_ident() == _main_ident:
+        _main_state = st
     return st
+
+
+def reset() -> None:
+    """Forget this thread's phases and steps, and what the process was seen doing (tests start
+    each from nothing)."""
+    global _main_state, _saw_training, _unnamed_loops, awaiting_training
+    _local.__dict__.clear()
+    _main_state = None
+    _ending_threads.clear()
+    _next_index.clear()
+    _saw_training, _unnamed_loops, awaiting_training = False, 0, True
 
 
 def current_phase() -> str | None:
@@ -258,10 +289,13 @@ def _end_implicit(st: ThreadState, t: int) -> None:
 
 
 def _open(st: ThreadState, t: int, *, unnamed: bool = False) -> _Step:
+    global _unnamed_loops, awaiting_training
     if not st.phases:
         push_phase(DEFAULT_PHASE, t, implicit=True)
-        if unnamed:
+        if unnamed and st.pending is None:
             st.pending = []
+            _unnamed_loops += 1
+            awaiting_training = True
     step = st.step = _Step(st.phases[-1][0], t, st.prev_exec)
     return step
 
@@ -269,11 +303,15 @@ def _open(st: ThreadState, t: int, *, unnamed: bool = False) -> _Step:
 def trained() -> None:
     """The thread trained a model (an optimizer step, a backward pass): an unnamed loop's phase
     is "train". O(1) when there is none."""
-    global _saw_training
+    _trained(state())
+
+
+def _trained(st: ThreadState) -> None:
+    global _saw_training, awaiting_training
     _saw_training = True
-    st = state()
     if st.pending is not None:
         _settle(st, st.phases[0], DEFAULT_PHASE)
+    awaiting_training = _unnamed_loops > 0
 
 
 def _untrained_name() -> str:
@@ -283,6 +321,9 @@ def _untrained_name() -> str:
 
 def _settle(st: ThreadState, segment: list[Any], name: str) -> None:
     """Name the unnamed implicit phase (its `segment`) and send its held records so named."""
+    global _unnamed_loops
+    if st.pending is not None:
+        _unnamed_loops -= 1
     pending, st.pending = st.pending or [], None
     segment[0] = name
     for record in pending:
@@ -332,7 +373,8 @@ def close_step(st: ThreadState, t: int, *, last: bool = True) -> None:
         _next_index[step.phase] = step.index + steps
     st.prev_exec = step.exec_id
     st.implicit_end_ns = t
-    _call_each(on_step_closed, "a step hook", step.phase, steps, t)
+    if on_step_closed:
+        _call_each(on_step_closed, "a step hook", step.phase, steps, t)
 
 
 def begin_step(t: int, *, steps: int = 1, expected: int | None = 1, mode: int = 0) -> int:
@@ -374,7 +416,18 @@ def boundary(t: int, *, dispatched: bool = False) -> int | None:
     step); the step that work belongs to is returned, for a DONE record to say when it is done
     (completion.py): the one that ended here, or, where a hooked iterator or `gpuwhy.step()`
     defines steps, the open one. None where there is none (a framework's loop times itself)."""
+    return _boundary(state(), t, dispatched)
+
+
+def optimizer_step(t: int) -> None:
+    """An optimizer step ended at `t`: the thread trains (`trained()`), and the step boundary
+    it is (`boundary()`), in one call: a torch loop makes one every step."""
     st = state()
+    _trained(st)
+    _boundary(st, t, False)
+
+
+def _boundary(st: ThreadState, t: int, dispatched: bool) -> int | None:
     st.eval_at = None  # an optimizer step since `.eval()`: that was no evaluation
     if not _steps_by_optimizer(st):
         if dispatched and st.step is not None and not st.framework:
@@ -443,7 +496,21 @@ def pull(
     `force`: record it even where generic hooks are muted (a framework timing its own input).
     `busy`: what a readiness check saw around the pull (attribution.BUSY_* bits).
     """
-    st = state()
+    pull_in(state(), source, request_ns, delivery_ns, ok, force, busy)
+
+
+def pull_in(
+    st: ThreadState,
+    source: object,
+    request_ns: int,
+    delivery_ns: int,
+    ok: bool,
+    force: bool,
+    busy: int,
+) -> None:
+    """`pull()` for a caller that holds this thread's `state()` (taken as the pull began)."""
+    if st.ending is not None:  # (the pull may have destroyed an iterator that was let go of)
+        _settle_ending(st)
     if st.mute and not force:
         return
     if st.framework or st.manual:
@@ -675,8 +742,10 @@ def _call_each(hooks: list[Callable[..., None]], what: str, *args: Any) -> None:
 
 
 def _reset_after_fork() -> None:
-    global _local
+    global _local, _main_ident, _main_state, _unnamed_loops, awaiting_training
     _local = threading.local()
+    _unnamed_loops, awaiting_training = 0, True  # the child's loops are its own
+    _main_ident, _main_state = _get_ident(), None  # the forking thread is the child's only one
     _ending_threads.clear()
 
 
