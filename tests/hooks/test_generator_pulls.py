@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -102,7 +103,10 @@ def test_a_step_reading_several_batches_is_still_one_step() -> None:
     full = waits[1:]  # the first timed step had three of its reads timed
     assert len(full) == TIMED, [_ms(w) for w in waits]
     _covers_the_reads_only(steps[-TIMED:], full)
-    assert 0.75 * READ_MS <= _ms(waits[0]) < READ_MS
+    # Three reads of four: a sleep never ends early, and on a loaded machine every read of a
+    # step oversleeps alike, so the bound above is the full steps' own wait.
+    full_ms = statistics.median(_ms(w) for w in full)
+    assert 0.75 * READ_MS <= _ms(waits[0]) < 0.9 * full_ms, (_ms(waits[0]), full_ms)
 
 
 def test_a_loop_that_reads_only_after_some_steps_is_found_later() -> None:

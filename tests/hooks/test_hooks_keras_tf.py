@@ -120,6 +120,21 @@ def test_each_wait_lies_inside_its_step(hooks: Collected) -> None:
         assert wait.end_ns - wait.start_ns >= 15e6  # each batch slept 20 ms before delivery
 
 
+@pytest.mark.parametrize("per_execution", [1, 8])
+def test_every_pull_of_a_long_fit_is_read_back_once(hooks: Collected, per_execution: int) -> None:
+    """Hundreds of pulls, drained by several flushes while the fit runs: each step (each
+    execution of `per_execution` steps) gets its pulls' wait, and no pull is read twice."""
+    model(steps_per_execution=per_execution).fit(data(400), epochs=1, verbose=0, shuffle=False)
+    steps = {s.step: s for s in hooks.spans(SpanKind.STEP, "train")}
+    waits = hooks.spans(SpanKind.WAIT, "train")
+    assert sum(s.steps for s in steps.values()) == 400
+    assert len(waits) == len(steps) == 400 // per_execution
+    assert sorted(w.step for w in waits) == sorted(steps)
+    for wait in waits:
+        step = steps[wait.step]
+        assert step.start_ns <= wait.start_ns <= wait.end_ns <= step.end_ns
+
+
 def test_steps_per_execution_spans_cover_the_steps_really_run(hooks: Collected) -> None:
     model(steps_per_execution=4).fit(data(10), epochs=2, verbose=0, shuffle=False)
     train = hooks.spans(SpanKind.STEP, "train")

@@ -5,15 +5,16 @@ the batch-begin and batch-end callbacks, so no Python hook sees the wait. While 
 loop is traced under `call_stamping` (keras_functions), each pull it traces from a tf.data or
 tf.distribute iterator is put between two `tf.timestamp` ops (docs/data-wait.md):
 
-    request = timestamp()  ->  get_next  ->  delivery = timestamp()  ->  queue (request, delivery)
+    request = timestamp()  ->  get_next  ->  delivery = timestamp()  ->  stage (request, delivery)
 
 by control dependencies: the request stamp runs before the pull, the delivery stamp after every
 tensor of the element exists, and the element's users after the record. The pair goes into a
-process-wide `FIFOQueue` (atomic: the pulls of Keras's in-graph loop may overlap), which the
-flusher thread drains (`poll`) and attribution matches to steps by time. The user's dataset,
-its iterators and its elements are untouched: a pipeline of any kind (distributed, tf.data
-service, placed on a device) is timed where its consumer stands, at a few small ops a pull,
-and no iterator costs anything more to make. A loop Keras runs eagerly (`run_eagerly=True`)
+process-wide staging area on the CPU (`Stage`: atomic, for the pulls of Keras's in-graph loop
+may overlap; synchronous, where a `FIFOQueue`'s asynchronous enqueue cost a step ~15 µs more),
+which the flusher thread drains (`poll`) and attribution matches to steps by time. The user's
+dataset, its iterators and its elements are untouched: a pipeline of any kind (distributed,
+tf.data service, placed on a device) is timed where its consumer stands, at a few small ops a
+pull, and no iterator costs anything more to make. A loop Keras runs eagerly (`run_eagerly=True`)
 pulls in Python: those pulls are timed on the host.
 """
 
@@ -30,10 +31,15 @@ from typing import Any, TypeVar
 
 from gpuwhy.hooks import emitter, patching
 
-QUEUE_CAPACITY = 2**30
-"""Pulls the queue may hold: never reached (it is drained every 0.2 s), never a block."""
+STAGING_AREA = "gpuwhy_pulls"
+"""The shared name of the process's staging area of pulls (on the CPU; no capacity or memory
+limit: drained every 0.2 s, it never blocks a pull)."""
+
+DRAIN_BLOCK = 16
+"""Pulls taken out of the staging area per iteration of the drain's loop."""
 
 _NO_ELEMENT = -1.0  # the delivery written for an Optional pull that found the data's end
+_AREA = {"capacity": 0, "memory_limit": 0, "container": "", "shared_name": STAGING_AREA}
 
 T = TypeVar("T")
 
@@ -51,29 +57,84 @@ class _Pulls:
     """The process's in-graph record of pulls, and its reader."""
 
     def __init__(self, tf: Any) -> None:
-        with tf.init_scope(), tf.device("/CPU:0"):
-            self.queue = tf.queue.FIFOQueue(
-                QUEUE_CAPACITY, [tf.float64, tf.float64], shapes=[[], []], name="gpuwhy_pulls"
-            )
+        self.tf = tf
+        self.pair = [tf.float64, tf.float64]  # (request, delivery) seconds
         self.eager: deque[tuple[int, int]] = deque()  # pulls of a loop run eagerly
+        self._drain: Callable[[Any], tuple[Any, Any]] | None = None
+
+    def stage(self, requested: Any, delivered: Any) -> Any:
+        """The op that records one pull (traced on the CPU, as its reader runs)."""
+        return self.tf.raw_ops.Stage(values=[requested, delivered], **_AREA)
 
     def poll(self) -> list[tuple[int, int]]:
         """New pulls as monotonic-ns (request, delivery) pairs; called by the emitter, under
-        its delivery lock (one reader at a time)."""
+        its delivery lock (one reader at a time: the area is taken from as often as it holds
+        pulls, so no take waits)."""
         pulls = []
         while self.eager:
             pulls.append(self.eager.popleft())
-        count = int(self.queue.size())
-        if count == 0:
-            return pulls
-        requests, deliveries = self.queue.dequeue_many(count)
+        tf = self.tf
+        with tf.device("/CPU:0"):
+            count = int(tf.raw_ops.StageSize(dtypes=self.pair, **_AREA))
+            if count == 0:
+                return pulls
+            seconds: list[tuple[float, float]] = []
+            blocks = count // DRAIN_BLOCK
+            if blocks:
+                requests, deliveries = self._drainer()(tf.constant(blocks, tf.int32))
+                seconds.extend(zip(requests.numpy(), deliveries.numpy(), strict=True))
+            for _ in range(count - blocks * DRAIN_BLOCK):  # fewer than a block: one by one
+                request_s, delivery_s = tf.raw_ops.Unstage(dtypes=self.pair, **_AREA)
+                seconds.append((float(request_s), float(delivery_s)))
         # tf.timestamp is wall-clock seconds; spans use the monotonic clock.
         offset_ns = time.time_ns() - time.monotonic_ns()
-        for request_s, delivery_s in zip(requests.numpy(), deliveries.numpy(), strict=True):
+        for request_s, delivery_s in seconds:
             if delivery_s != _NO_ELEMENT:
                 request = int(request_s * 1e9) - offset_ns
                 pulls.append((request, request + int((delivery_s - request_s) * 1e9)))
         return pulls
+
+    def prepare(self) -> None:
+        """Trace and first run the drain now, while a compiled loop that stamps is traced (a
+        warm-up step already), not at its first use: that costs ~0.1 s, and on the flusher
+        thread it stalled the job's steps while its input ran on (a two-worker job's next
+        steps read 0-20 ms of wait where 31 ms was true)."""
+        if self._drain is None:
+            tf = self.tf
+            try:
+                with tf.init_scope():
+                    self._drainer()(tf.constant(0, tf.int32))
+            except Exception as error:  # never into the trace: the first drain builds it
+                self._drain = None
+                emitter.report_once("tf.data.drain", f"pull record drain not ready: {error!r}")
+
+    def _drainer(self) -> Callable[[Any], tuple[Any, Any]]:
+        """A compiled function that takes `blocks` times `DRAIN_BLOCK` pulls out of the area in
+        one call (the area has no batch read; an eager take costs ~15 µs a pull, the loop's
+        ~1-2 µs: an iteration costs more than a pull taken, so it takes a block)."""
+        if self._drain is None:
+            tf, pair = self.tf, self.pair
+
+            def take(i: Any, requests: Any, deliveries: Any) -> tuple[Any, Any, Any]:
+                pulls = [tf.raw_ops.Unstage(dtypes=pair, **_AREA) for _ in range(DRAIN_BLOCK)]
+                return (
+                    i + 1,
+                    requests.write(i, tf.stack([request for request, _ in pulls])),
+                    deliveries.write(i, tf.stack([delivery for _, delivery in pulls])),
+                )
+
+            def drain(blocks: Any) -> tuple[Any, Any]:
+                with tf.device("/CPU:0"):
+                    shape = [DRAIN_BLOCK]
+                    empty = [tf.TensorArray(tf.float64, size=blocks, element_shape=shape)] * 2
+                    _, requests, deliveries = tf.while_loop(
+                        lambda i, *_: i < blocks, take, [tf.constant(0), *empty]
+                    )
+                    return tf.reshape(requests.stack(), [-1]), tf.reshape(deliveries.stack(), [-1])
+
+            spec = [tf.TensorSpec([], tf.int32)]
+            self._drain = tf.function(drain, input_signature=spec, autograph=False)
+        return self._drain
 
 
 _pulls: _Pulls | None = None
@@ -176,7 +237,8 @@ def _eager_pull(tf: Any, get: Callable[[], Any], optional: bool) -> Any:
 
 
 def _traced_pull(tf: Any, get: Callable[[], Any], optional: bool) -> Any:
-    queue = _pulls_for(tf).queue
+    pulls = _pulls_for(tf)
+    pulls.prepare()
     with tf.device("/CPU:0"):
         requested = tf.timestamp()
     with tf.control_dependencies([requested]):
@@ -188,7 +250,7 @@ def _traced_pull(tf: Any, get: Callable[[], Any], optional: bool) -> Any:
             delivered = tf.where(
                 element.has_value(), delivered, tf.constant(_NO_ELEMENT, tf.float64)
             )
-        written = queue.enqueue((requested, delivered))
+        written = pulls.stage(requested, delivered)
     _local.made += 1
     # What uses the element waits for its record: the executor may otherwise run the step's
     # compute first (one inter-op thread runs ready ops in its own order), and the delivery
