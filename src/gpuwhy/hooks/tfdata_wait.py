@@ -60,7 +60,7 @@ class _Pulls:
         self.tf = tf
         self.pair = [tf.float64, tf.float64]  # (request, delivery) seconds
         self.eager: deque[tuple[int, int]] = deque()  # pulls of a loop run eagerly
-        self._drain: Callable[[Any], tuple[Any, Any]] | None = None
+        self._drain: Any = None  # a tf.function
 
     def stage(self, requested: Any, delivered: Any) -> Any:
         """The op that records one pull (traced on the CPU, as its reader runs)."""
@@ -95,20 +95,21 @@ class _Pulls:
         return pulls
 
     def prepare(self) -> None:
-        """Trace and first run the drain now, while a compiled loop that stamps is traced (a
-        warm-up step already), not at its first use: that costs ~0.1 s, and on the flusher
-        thread it stalled the job's steps while its input ran on (a two-worker job's next
-        steps read 0-20 ms of wait where 31 ms was true)."""
+        """Trace the drain now, while a compiled loop that stamps is traced (a warm-up step
+        already), not at its first use: tracing holds the interpreter ~0.03 s, and on the
+        flusher thread it stalled the job's steps while their input ran on (a two-worker job's
+        next steps read 0-20 ms of wait where 31 ms was true). Its first run (~0.09 s of
+        graph set-up) is left to the flusher: TensorFlow runs it without the interpreter."""
         if self._drain is None:
             tf = self.tf
             try:
                 with tf.init_scope():
-                    self._drainer()(tf.constant(0, tf.int32))
+                    self._drainer().get_concrete_function()
             except Exception as error:  # never into the trace: the first drain builds it
                 self._drain = None
                 emitter.report_once("tf.data.drain", f"pull record drain not ready: {error!r}")
 
-    def _drainer(self) -> Callable[[Any], tuple[Any, Any]]:
+    def _drainer(self) -> Any:
         """A compiled function that takes `blocks` times `DRAIN_BLOCK` pulls out of the area in
         one call (the area has no batch read; an eager take costs ~15 µs a pull, the loop's
         ~1-2 µs: an iteration costs more than a pull taken, so it takes a block)."""
