@@ -10,7 +10,7 @@ tf.distribute iterator is put between two `tf.timestamp` ops (docs/data-wait.md)
 by control dependencies: the request stamp runs before the pull, the delivery stamp after every
 tensor of the element exists, and the element's users after the record. The pair goes into a
 process-wide staging area on the CPU (`Stage`: atomic, for the pulls of Keras's in-graph loop
-may overlap; synchronous, where a `FIFOQueue`'s asynchronous enqueue cost a step ~15 µs more),
+may overlap; synchronous, where a `FIFOQueue`'s asynchronous enqueue cost a step ~25 µs more),
 which the flusher thread drains (`poll`) and attribution matches to steps by time. The user's
 dataset, its iterators and its elements are untouched: a pipeline of any kind (distributed,
 tf.data service, placed on a device) is timed where its consumer stands, at a few small ops a
@@ -96,9 +96,9 @@ class _Pulls:
 
     def prepare(self) -> None:
         """Trace the drain now, while a compiled loop that stamps is traced (a warm-up step
-        already), not at its first use: tracing holds the interpreter ~0.03 s, and on the
+        already), not at its first use: tracing holds the interpreter ~0.02 s, and on the
         flusher thread it stalled the job's steps while their input ran on (a two-worker job's
-        next steps read 0-20 ms of wait where 31 ms was true). Its first run (~0.09 s of
+        next steps read 0-20 ms of wait where 31 ms was true). Its first run (~0.06 s of
         graph set-up) is left to the flusher: TensorFlow runs it without the interpreter."""
         if self._drain is None:
             tf = self.tf
