@@ -10,7 +10,7 @@ gpuwhy's estimate beside the measured speed-up, over the whole run and over the 
 The estimate is the slow run's INPUT_BOUND finding: its data wait removed from the run
 (Amdahl, `speedup`), and from the training phase's steady steps (`phase_speedup`: one-time work
 such as tracing and starting the input apart). Measured is the median over rounds of slow /
-fixed: the run's durations, and the phase's steady-step times.
+fixed: the run's durations, and the phase's time per steady step.
 """
 
 from __future__ import annotations
@@ -65,11 +65,13 @@ def estimates(slow: dict[str, Any]) -> tuple[float, float, str] | None:
     return float(finding["speedup"]), float(evidence["phase_speedup"]), str(evidence["phase"])
 
 
-def steady_time_s(report: dict[str, Any], phase: str) -> float:
-    """The phase's steady steps' time: what a fix of the input changes."""
+def steady_step_s(report: dict[str, Any], phase: str) -> float:
+    """The phase's time per steady step: what a fix of the input changes. Per step, for the
+    runs may not have as many: the fixed run's first epoch, filling its cache, is one-time work
+    and none of its steps is steady."""
     stats = report["phases"].get(phase)
-    value = stats.get("steady_time_s") if stats else None
-    return float(value) if value else float("nan")
+    time_s, steps = (stats.get("steady_time_s"), stats.get("steady_steps")) if stats else (0, 0)
+    return float(time_s) / steps if time_s and steps else float("nan")
 
 
 def main() -> int:
@@ -110,7 +112,7 @@ def main() -> int:
     phase_estimate = statistics.median(e[1] for e in estimated)
     run_measured = statistics.median(s["duration_s"] / f["duration_s"] for s, f in runs)
     phase_measured = statistics.median(
-        steady_time_s(s, phase) / steady_time_s(f, phase) for s, f in runs
+        steady_step_s(s, phase) / steady_step_s(f, phase) for s, f in runs
     )
     fixed_codes = sorted({f["code"] for _, fixed in runs for f in fixed["findings"]})
     print(

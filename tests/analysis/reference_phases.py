@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpuwhy.analysis.intervals import Interval, IntervalSet, total_ns, union
 from gpuwhy.analysis.phases import PhaseStats, weighted_percentile, with_pseudo_phases
-from gpuwhy.analysis.steady import WARMUP_FACTOR
+from gpuwhy.analysis.steady import COLD_WAIT_SHARE, WARMUP_FACTOR
 from gpuwhy.model import NS_PER_S, Span, SpanKind
 
 
@@ -87,6 +88,8 @@ class _Steady:
     rounds_warmed: int
     input_end_ns: int
     costliest_ns: int  # the largest warm-up plus input end of one round
+    cold_round_ns: int = 0  # a cold first round's first step's start to its last step's end
+    cold_round_steps: int = 0
 
     @property
     def count(self) -> int:
@@ -108,18 +111,18 @@ def _steady(
     merged = union(waits)
     ordered = sorted(spans, key=lambda s: s.start_ns)
     result = _Steady([], [], [], 0, 0, 0, 0)
-    for start, end in rounds:
-        members = [s for s in ordered if start <= s.start_ns < end]
-        if not members:
+    by_round = [
+        (start, end, [s for s in ordered if start <= s.start_ns < end]) for start, end in rounds
+    ]
+    by_round = [r for r in by_round if r[2]]
+    cold = _cold([members for *_, members in by_round], merged, input_ends, median_s)
+    for index, (start, end, members) in enumerate(by_round):
+        if cold and index == 0:
+            result.lead_in_ns += max(members[0].start_ns - start, 0)
+            result.cold_round_ns = min(max(s.end_ns for s in members), end) - members[0].start_ns
+            result.cold_round_steps = sum(max(s.steps, 1) for s in members)
             continue
-        warm = 0
-        while (
-            warm < len(members) // 2
-            and median_s
-            and (members[warm].end_ns - members[warm].start_ns) / max(members[warm].steps, 1)
-            > WARMUP_FACTOR * median_s * NS_PER_S
-        ):
-            warm += 1
+        warm = _warm(members, median_s)
         result.warmup += members[:warm]
         result.rounds_warmed += warm > 0
         result.lead_in_ns += max(members[0].start_ns - start, 0)
@@ -139,6 +142,62 @@ def _steady(
             result.intervals.append((begin, last_end))
         result.steps += members[warm:]
     return result
+
+
+def _warm(members: list[Span], median_s: float | None) -> int:
+    """How many of a round's leading steps (sorted) are warm-up: slower than 3x the median per
+    step, at most half of them."""
+    warm = 0
+    while (
+        warm < len(members) // 2
+        and median_s
+        and (members[warm].end_ns - members[warm].start_ns) / max(members[warm].steps, 1)
+        > WARMUP_FACTOR * median_s * NS_PER_S
+    ):
+        warm += 1
+    return warm
+
+
+def _inside_ns(intervals: list[Interval], start: int, end: int) -> int:
+    """Length of disjoint `intervals` inside [start, end)."""
+    return sum(max(min(b, end) - max(a, start), 0) for a, b in intervals)
+
+
+def _cold(
+    by_round: list[list[Span]],
+    merged_waits: list[Interval],
+    input_ends: list[Interval],
+    median_s: float | None,
+) -> bool:
+    """Whether the first of the rounds (each its steps, sorted) is cold: its median step per
+    step over 3x the later rounds' median; or its steps from the first steady one on waited
+    over 3x as long per step as the later rounds' did, and at least 20 % of their time. What a
+    round waits for its input to end is not its steps' wait."""
+    if len(by_round) < 2:
+        return False
+
+    def per_step(members: list[Span]) -> list[float]:
+        return [(s.end_ns - s.start_ns) / max(s.steps, 1) for s in members]
+
+    later = [d for members in by_round[1:] for d in per_step(members)]
+    if statistics.median(later) < statistics.median(per_step(by_round[0])) / WARMUP_FACTOR:
+        return True
+    if not merged_waits:
+        return False
+    ends = union(input_ends)
+
+    def steady_wait(members: list[Span]) -> tuple[int, int, int]:
+        steady = members[_warm(members, median_s) :]
+        start, end = steady[0].start_ns, max(s.end_ns for s in steady)
+        wait = _inside_ns(merged_waits, start, end) - _inside_ns(ends, start, end)
+        return wait, sum(max(s.steps, 1) for s in steady), end - start
+
+    wait, steps, time_ns = steady_wait(by_round[0])
+    if wait < COLD_WAIT_SHARE * time_ns:
+        return False
+    tallies = [steady_wait(members) for members in by_round[1:]]
+    later_wait, later_steps = sum(t[0] for t in tallies), sum(t[1] for t in tallies)
+    return wait * later_steps > WARMUP_FACTOR * later_wait * steps
 
 
 def _rounds(phase_spans: list[Interval], extent: IntervalSet) -> list[Interval]:
@@ -254,11 +313,18 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
         lead_in_s=busiest.lead_in_ns / NS_PER_S if busiest else 0.0,
         input_end_s=busiest.input_end_ns / NS_PER_S if busiest else 0.0,
         repeated_warmup_s=(
-            (_warmup_ns(busiest) + busiest.input_end_ns - busiest.costliest_ns) / NS_PER_S
+            (
+                _warmup_ns(busiest)
+                + busiest.input_end_ns
+                - (0 if busiest.cold_round_steps else busiest.costliest_ns)
+            )
+            / NS_PER_S
             if busiest
             else 0.0
         ),
         rounds_warmed=busiest.rounds_warmed if busiest else 0,
+        cold_round_s=busiest.cold_round_ns / NS_PER_S if busiest else 0.0,
+        cold_round_steps=busiest.cold_round_steps if busiest else 0,
     )
 
 

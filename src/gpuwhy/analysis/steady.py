@@ -15,10 +15,11 @@ Per round (a PHASE span: an epoch, an evaluation):
 - a *cold first round*: where later rounds follow it, a first round whose median step took more
   than ``WARMUP_FACTOR`` times the later rounds' median step is one-time work as a whole (a
   tf.data `cache()` being filled, files read for the first time): the steps that repeat for the
-  rest of the run are the later rounds'. So is one whose median step *waited for input* more
-  than ``WARMUP_FACTOR`` times as long as the later rounds' steps did on average, that wait
-  being a highly input-bound share of its step (``COLD_WAIT_SHARE``): where a step computes
-  longer than the input takes to make, the filling epoch's steps are less than 3x slower;
+  rest of the run are the later rounds'. So is one whose steps *waited for input* more than
+  ``WARMUP_FACTOR`` times as long per step as the later rounds' steps did, that wait being a
+  highly input-bound share of their time (``COLD_WAIT_SHARE``): where a step computes longer
+  than the input takes to make, or parallel reads fill the cache in bursts, the filling epoch's
+  median step is less than 3x slower;
 - the *steady* interval, from the first steady step's start (or the start of the wait that
   leads into it, where a recording keeps a step's wait apart, before it) to the round's last
   step's end (before its wait for the input's end, if any);
@@ -212,26 +213,35 @@ def _cold_by_wait(
     input_ends: SortedRuns,
     median_ns: float,
 ) -> bool:
-    """Whether the first round's median step waited for input more than ``WARMUP_FACTOR``
-    times as long per step as the later rounds' steady steps did on average, and at least
-    ``COLD_WAIT_SHARE`` of its own time (medians over the round's spans, per step of each).
-    What the later rounds wait once each is not their steps' waits: their warm-up steps' (an
-    iterator started again: one pull of 155 ms against 0.5 ms a step, seen on a cached tf.data
-    epoch) and their waits for their input to end (a pipeline shut down)."""
+    """Whether the first round's steps waited for input more than ``WARMUP_FACTOR`` times as
+    long per step as the later rounds' steps did, and at least ``COLD_WAIT_SHARE`` of their
+    time: each round's steps from its first steady one on, their waits summed. Sums, not a
+    median step's: a cache filled by parallel reads arrives in bursts (a step of 50 ms, then
+    three of 10 ms that find their batches read), so half of the filling epoch's steps may wait
+    little while the epoch waits 45 % of its time against 2 % for the cached ones. What every
+    round waits once is not its steps' waits: its warm-up steps' (an iterator started again: one
+    pull of 155 ms against 0.5 ms a step, seen on a cached tf.data epoch) and its wait for its
+    input to end (a pipeline shut down)."""
     if len(rounds) < 2 or not waits.starts:
         return False
-    first, stop = rounds[0]
-    span_waits = [waits.overlap_ns(starts[i], ends[i]) for i in range(first, stop)]
-    wait = statistics.median(map(truediv, span_waits, weights[first:stop]))
-    if wait < COLD_WAIT_SHARE * statistics.median(_per_step(starts, ends, weights, first, stop)):
+
+    def steady_wait(first: int, stop: int) -> tuple[int, int, int]:
+        """(wait, steps, time) of a round's steps from its first steady one: steps tile
+        their loop, so their hull holds them and their waits."""
+        first = first_steady(starts, ends, weights, first, stop, median_ns)
+        hull = starts[first], max(ends[first:stop])
+        wait = waits.overlap_ns(*hull) - input_ends.overlap_ns(*hull)
+        return wait, sum(weights[first:stop]), hull[1] - hull[0]
+
+    wait, steps, time_ns = steady_wait(*rounds[0])
+    if wait < COLD_WAIT_SHARE * time_ns:
         return False
     later_wait = later_steps = 0
-    for a, b in rounds[1:]:  # the later rounds' steady steps' hull: steps tile their loop
-        a = first_steady(starts, ends, weights, a, b, median_ns)
-        hull = starts[a], max(ends[a:b])
-        later_wait += waits.overlap_ns(*hull) - input_ends.overlap_ns(*hull)
-        later_steps += sum(weights[a:b])
-    return bool(wait * later_steps > WARMUP_FACTOR * later_wait)
+    for a, b in rounds[1:]:
+        round_wait, round_steps, _ = steady_wait(a, b)
+        later_wait += round_wait
+        later_steps += round_steps
+    return bool(wait * later_steps > WARMUP_FACTOR * later_wait * steps)
 
 
 def _leading_wait_start(waits: SortedRuns, step_start: int, floor: int) -> int:
