@@ -70,6 +70,13 @@ def _check(stdout: str, slow: dict[str, Any], fixed: dict[str, Any]) -> None:
     assert f"gpuwhy estimated {top['speedup']:.1f}x — measured " in stdout
 
 
+def _serial_python_map_is_said(slow: dict[str, Any]) -> None:
+    """The slow tf.data pipeline, as the finding describes it: a serial `numpy_function` map."""
+    evidence = slow["findings"][0]["evidence"]
+    assert evidence["input"]["parallel"] is False and evidence["input"]["python"] is True
+    assert "one batch at a time" in slow["findings"][0]["fix"]
+
+
 def _filling_epoch_is_one_time_work(fixed: dict[str, Any]) -> None:
     """The fixed tf.data run's first epoch (60 batches, the cache filled) is its cold round;
     its three cached epochs are the steady steps."""
@@ -83,6 +90,7 @@ def test_keras_example(tmp_path: Path) -> None:
     _needs("tensorflow")
     stdout, slow, fixed = _compare("keras_slow_input.py", tmp_path)
     _check(stdout, slow, fixed)
+    _serial_python_map_is_said(slow)
     _filling_epoch_is_one_time_work(fixed)
 
 
@@ -91,6 +99,7 @@ def test_tf_custom_loop_example(tmp_path: Path) -> None:
     _needs("tensorflow")
     stdout, slow, fixed = _compare("tf_custom_loop.py", tmp_path)
     _check(stdout, slow, fixed)
+    _serial_python_map_is_said(slow)
     _filling_epoch_is_one_time_work(fixed)
 
 
@@ -101,6 +110,7 @@ def test_torch_example_shows_the_dataloader_fix(tmp_path: Path) -> None:
     _check(stdout, slow, fixed)
     assert slow["framework"] == "torch"
     assert "num_workers=" in slow["findings"][0]["fix"]  # the DataLoader fix, not tf.data's
+    assert slow["findings"][0]["evidence"]["input"]["workers"] == 0
 
 
 def test_readme_first_command_runs_the_keras_example_and_writes_html() -> None:

@@ -37,6 +37,10 @@ TRY_STOPPED_EVENT = "try_stopped"
 PROCESS_EVENT = "process"
 """Sent once by every process that connects: its pid, parent and rank (rank_identity.py)."""
 
+INPUT_EVENT = "input"
+"""How a loop's input is made, sent as its iterator is made: a DataLoader's workers, a tf.data
+pipeline's parallel stages (hooks/input_pipelines.py)."""
+
 GC_EVENT = "gc"
 """A full garbage collection in a job's process: start, `duration_ns`, `pid` (gc_pauses.py)."""
 

@@ -32,6 +32,8 @@ class Member:
     results: str = "final "  # the job's lines that give its results (same bare and watched)
     interpreter: str | None = None  # a test environment (scripts/test-envs.sh) that runs it
     ranks: int = 1  # processes that step in each phase, each a rank its launcher named
+    # phase -> what INPUT_BOUND's evidence must say of the pipeline it read (a subset of it)
+    inputs: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
 
     @property
     def path(self) -> Path:
@@ -68,6 +70,10 @@ GENERATOR_BEFORE_3_12 = (
 )
 KERAS = {"train": 16, "validation": 16, "evaluate": 8}  # 2 epochs of 8 + 8, then evaluate
 
+# The pipelines the jobs build, as the hooks describe them (hooks/input_pipelines.py).
+TWO_WORKERS = {"source": "DataLoader", "workers": 2, "iterable": False}
+SERIAL_PYTHON_MAP = {"source": "tf.data", "parallel": False, "python": True, "generator": False}
+
 MEMBERS = (
     Member(
         "PyTorch MNIST example (train/test functions)",
@@ -96,6 +102,7 @@ MEMBERS = (
         {"train": True},
         args=("--input", "workers"),
         needs=("torch",),
+        inputs={"train": TWO_WORKERS},
     ),
     Member(
         "PyTorch DataLoader, num_workers=2 (spawn)",
@@ -105,6 +112,7 @@ MEMBERS = (
         {"train": True},
         args=("--input", "spawn"),
         needs=("torch",),
+        inputs={"train": TWO_WORKERS},
     ),
     Member(
         "PyTorch IterableDataset, 2 workers",
@@ -114,6 +122,7 @@ MEMBERS = (
         {"train": True},
         args=("--input", "iterable"),
         needs=("torch",),
+        inputs={"train": {**TWO_WORKERS, "iterable": True}},
     ),
     Member(  # 32 optimizer steps bound 31 whole steps (the one after the last never ends)
         "PyTorch, a generator of batches (no DataLoader)",
@@ -133,6 +142,7 @@ MEMBERS = (
         {"train": True},
         args=("--input", "workers", "--accumulate", "4"),
         needs=("torch",),
+        inputs={"train": TWO_WORKERS},
     ),
     Member(  # 16 steps, then 4: the fourth ends where the failure leaves the loop
         "PyTorch, a job that fails in its second epoch",
@@ -143,6 +153,7 @@ MEMBERS = (
         args=("--input", "workers", "--fail-in-epoch", "1"),
         needs=("torch",),
         exit_code=1,
+        inputs={"train": TWO_WORKERS},
     ),
     Member(
         "Keras 3 fit + callbacks, TensorFlow backend",
@@ -178,6 +189,7 @@ MEMBERS = (
         {"train": 40},
         {"train": True},
         needs=("tensorflow",),
+        inputs={"train": SERIAL_PYTHON_MAP},
     ),
     Member(
         "Keras 2 (tf_keras) fit + callbacks over a slow tf.data map",
@@ -187,6 +199,9 @@ MEMBERS = (
         {"train": True, "validation": True, "evaluate": True, "predict": True},
         env={"TF_USE_LEGACY_KERAS": "1"},
         needs=("tf_keras", "tensorflow"),
+        inputs={
+            phase: SERIAL_PYTHON_MAP for phase in ("train", "validation", "evaluate", "predict")
+        },
     ),
     Member(
         "tf.distribute.MirroredStrategy, Keras fit",
@@ -209,6 +224,7 @@ MEMBERS = (
         needs=("tf_keras", "tensorflow"),
         results="worker ",
         ranks=2,
+        inputs={"train": SERIAL_PYTHON_MAP},
     ),
     Member(
         "tf.distribute.MultiWorkerMirroredStrategy, Keras 2 fit, 2 workers, in-memory input",
@@ -263,6 +279,7 @@ MEMBERS = (
         {"train": True},
         args=("--input", "tfdata"),
         needs=("flax", "optax", "tensorflow"),
+        inputs={"train": SERIAL_PYTHON_MAP},
     ),
     Member(  # 32 calls of the compiled train step bound 31 whole steps
         "Flax/Optax loop over NumPy batches",

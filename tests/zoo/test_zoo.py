@@ -155,6 +155,11 @@ def test_gpuwhy_is_right_on_a_real_world_job(index: int, tmp_path: Path) -> None
     bound = {evidence["phase"] for evidence in said}
     built = {name for name, present in member.waits.items() if present}
     assert bound & set(member.waits) == built, (said, phases)
+    # And it says how the batches are made: the pipeline the job built.
+    for name, expected in member.inputs.items():
+        (evidence,) = [e for e in said if e["phase"] == name]
+        described = evidence.get("input", {})
+        assert {key: described.get(key) for key in expected} == dict(expected), evidence
 
 
 def _write_row(
@@ -175,6 +180,11 @@ def _write_row(
         "steps": steps,
         "waits": waits,
         "findings": [finding["code"] for finding in report["findings"]],
+        "inputs": {
+            finding["evidence"]["phase"]: finding["evidence"]["input_made"]
+            for finding in report["findings"]
+            if finding["code"] == "INPUT_BOUND" and "input_made" in finding["evidence"]
+        },
         "gap": member.gap,
     }
     Path(folder, f"{row['index']:02d}.json").write_text(json.dumps(row, indent=1))

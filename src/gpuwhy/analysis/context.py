@@ -51,6 +51,8 @@ class RunContext:
     synced_steps: Mapping[str, int] = field(default_factory=dict)
     # phase -> one row per rank, where two or more processes stepped in it (analysis/ranks.py)
     ranks: Mapping[str, Sequence[RankPhase]] = field(default_factory=dict)
+    # phase -> how its input pipeline makes batches (analysis/inputs.py), where the hooks said
+    inputs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def named_phases(self) -> list[PhaseStats]:

@@ -17,6 +17,7 @@ from gpuwhy.analysis.blind_spots import BlindSpot, find_blind_spots
 from gpuwhy.analysis.context import RunContext
 from gpuwhy.analysis.framework import Framework, detect
 from gpuwhy.analysis.hostwindows import host_window_stats
+from gpuwhy.analysis.inputs import phase_inputs
 from gpuwhy.analysis.intervals import Interval, union
 from gpuwhy.analysis.phases import OTHER, CollectedPhases, PhaseStats, other_intervals
 from gpuwhy.analysis.ranks import RankPhase, rank_phases
@@ -235,6 +236,7 @@ def diagnose(
         sync_counts=event_facts.syncs,
         synced_steps=event_facts.synced_steps,
         ranks=ranks,
+        inputs=phase_inputs(event_facts.events, phases),
     )
     exit_code = meta.get("exit_code")
     return Diagnosis(

@@ -25,6 +25,7 @@ from gpuwhy.hooks import (
     framework_hooks,
     gc_pauses,
     generator_pulls,
+    input_pipelines,
     jax_steps,
     keras_patches,
     lightning_hooks,
@@ -202,3 +203,4 @@ def uninstall() -> None:
     patching.undo_all()
     gc_pauses.uninstall()
     generator_pulls.uninstall()
+    input_pipelines.forget()

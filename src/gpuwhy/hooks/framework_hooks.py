@@ -17,6 +17,7 @@ from typing import Any
 
 from gpuwhy.hooks import (
     emitter,
+    input_pipelines,
     iterators,
     patching,
     profile_window,
@@ -49,13 +50,18 @@ def install_tensorflow() -> None:
         return __next__
 
     patching.patch(iterator_ops.OwnedIterator, "__next__", make)
-    patching.patch(iterator_ops.OwnedIterator, "__init__", _stamping_init)
+    patching.patch(iterator_ops.OwnedIterator, "__init__", _stamping(_dataset_made))
     owned = iterator_ops.OwnedIterator
     tracker.released_by_loop.add(owned)
     patching.on_undo(lambda: tracker.released_by_loop.discard(owned))
     # tf.distribute custom loops iterate `strategy.experimental_distribute_dataset(ds)`: its
     # iterator pulls each replica's batch through get_next(), not OwnedIterator.__next__.
     input_lib = sys.modules.get("tensorflow.python.distribute.input_lib")
+    # Each worker's iterator reads the (sharded) pipeline through per-device buffers, whose
+    # own iterators cannot see it: it is described as that iterator is made.
+    worker_iterator = getattr(input_lib, "_SingleWorkerOwnedDatasetIterator", None)
+    if worker_iterator is not None and "__init__" in vars(worker_iterator):
+        patching.patch(worker_iterator, "__init__", _describing(_dataset_made))
     distributed = getattr(input_lib, "DistributedIterator", None)
     if distributed is None or not hasattr(distributed, "__next__"):
         return
@@ -98,7 +104,7 @@ def install_torch() -> None:
             return __next__
 
         patching.patch(base, "__next__", make)
-        patching.patch(base, "__init__", _stamping_init)
+        patching.patch(base, "__init__", _stamping(_loader_made))
         workers = getattr(dataloader, "_MultiProcessingDataLoaderIter", None)
         if workers is not None and "__del__" in vars(workers):
             patching.patch(workers, "__del__", _timed_teardown)
@@ -162,21 +168,59 @@ def _worker_batch_ready(iterator: Any) -> bool:
     return not iterator._data_queue.empty()
 
 
-def _stamping_init(original: Callable[..., None]) -> Callable[..., None]:
+def _stamping(
+    described: Callable[[Any, tuple[Any, ...], dict[str, Any], int], None],
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """An iterator's `__init__` that notes when it began (building a pipeline, starting
-    workers): a plain loop over it begins then, not at its first pull (tracker._loop_start)."""
+    workers): a plain loop over it begins then, not at its first pull (tracker._loop_start).
+    `described(iterator, args, kwargs, started)` then tells how its input is made."""
 
-    @functools.wraps(original)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        started = tracker.clock()
-        with contextlib.suppress(Exception):  # a loop whose iterator lives on ended already
-            tracker.state()
-        original(self, *args, **kwargs)
-        # An object that takes no new attribute: its loop starts at its first pull.
-        with contextlib.suppress(Exception):
-            setattr(self, tracker.CREATED_ATTR, started)
+    def make(original: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(original)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            started = tracker.clock()
+            with contextlib.suppress(Exception):  # a loop whose iterator lives on ended already
+                tracker.state()
+            original(self, *args, **kwargs)
+            # An object that takes no new attribute: its loop starts at its first pull.
+            with contextlib.suppress(Exception):
+                setattr(self, tracker.CREATED_ATTR, started)
+            with contextlib.suppress(Exception):  # never into the job's `iter()`
+                described(self, args, kwargs, started)
 
-    return __init__
+        return __init__
+
+    return make
+
+
+def _describing(
+    described: Callable[[Any, tuple[Any, ...], dict[str, Any], int], None],
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """An `__init__` that, once done, tells how the object's input is made (`described`)."""
+
+    def make(original: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(original)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            started = tracker.clock()
+            original(self, *args, **kwargs)
+            with contextlib.suppress(Exception):  # never into the job's `iter()`
+                described(self, args, kwargs, started)
+
+        return __init__
+
+    return make
+
+
+def _loader_made(iterator: Any, args: tuple[Any, ...], kwargs: dict[str, Any], t: int) -> None:
+    """`_BaseDataLoaderIter(loader)`: the DataLoader's settings."""
+    loader = args[0] if args else kwargs.get("loader")
+    if loader is not None:
+        input_pipelines.loader_made(loader, t)
+
+
+def _dataset_made(iterator: Any, args: tuple[Any, ...], kwargs: dict[str, Any], t: int) -> None:
+    """`OwnedIterator(dataset)`: the tf.data pipeline (none where rebuilt from its parts)."""
+    input_pipelines.dataset_made(args[0] if args else kwargs.get("dataset"), t)
 
 
 def _timed_teardown(original: Callable[[Any], None]) -> Callable[[Any], None]:

@@ -28,10 +28,13 @@ run of twelve (0.04-0.12 in the others), the whole wait in a single pull.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpuwhy.analysis import whatif
 from gpuwhy.analysis.context import RunContext
 from gpuwhy.analysis.framework import pick
 from gpuwhy.analysis.phases import PhaseStats
+from gpuwhy.analysis.rules import input_pipeline
 from gpuwhy.analysis.rules.common import phase_util, r
 from gpuwhy.model import Finding, Severity
 
@@ -130,7 +133,7 @@ def check(ctx: RunContext) -> list[Finding]:
             continue
         est = whatif.remove_wait(ctx.duration_s, wait_s, phase.name)
         steady_s = _steady_s(phase)
-        evidence = {
+        evidence: dict[str, Any] = {
             "phase": phase.name,
             "data_wait_fraction": r(fraction),
             "data_wait_s": r(wait_s),
@@ -150,6 +153,15 @@ def check(ctx: RunContext) -> list[Finding]:
             "threshold_fraction": HIGH_FRACTION if high else MODERATE_FRACTION,
             "reference": REFERENCE,
         }
+        fix = pick(ctx.framework, FIXES)
+        pipeline = ctx.inputs.get(phase.name)
+        if pipeline:
+            evidence["input"] = dict(pipeline)
+            fix = input_pipeline.fix(pipeline, FIXES, fix)
+            made = input_pipeline.made(pipeline)
+            if made is not None:  # what the job does now, then what to change
+                evidence["input_made"] = made
+                fix = f"Now {made}. {fix}"
         findings.append(
             Finding(
                 code="INPUT_BOUND",
@@ -159,7 +171,7 @@ def check(ctx: RunContext) -> list[Finding]:
                     f"({'highly' if high else 'moderately'} input-bound)"
                 ),
                 evidence=evidence,
-                fix=pick(ctx.framework, FIXES),
+                fix=fix,
                 speedup=est.speedup,
                 speedup_method=est.method,
             )

@@ -1,0 +1,161 @@
+"""INPUT_BOUND says how the job's batches are made and fits its fix to that: the hooks' input
+descriptions (hooks/input_pipelines.py) placed in their phases (inputs.py), on constructed
+recordings through the real writer, reader and analysis. The descriptions are the ones the hooks
+send for real pipelines (tests/hooks/test_input_pipelines.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from constructed import NO_GPU_ENV, Run
+
+from gpuwhy.analysis import Diagnosis, diagnose
+from gpuwhy.analysis.inputs import phase_inputs
+from gpuwhy.analysis.rules import input_bound
+from gpuwhy.model import Event, Finding
+from gpuwhy.wire import INPUT_EVENT
+
+
+def _loader(workers: int, cores: int | None = 2) -> dict[str, Any]:
+    return {
+        "source": "DataLoader",
+        "workers": workers,
+        "prefetch_factor": 2 if workers else None,
+        "persistent_workers": bool(workers),
+        "pin_memory": False,
+        "iterable": False,
+        "cores": cores,
+    }
+
+
+def _dataset(**stages: bool) -> dict[str, Any]:
+    described = {
+        "source": "tf.data",
+        "parallel": False,
+        "prefetch": False,
+        "injected_prefetch": True,
+        "cache": False,
+        "python": False,
+        "generator": False,
+    }
+    return described | stages
+
+
+def _input_bound(
+    tmp_path: Path, pipeline: dict[str, Any] | None, framework: str = "torch"
+) -> Finding:
+    """A train phase 1..11 s waiting 60 % of its steps, its pipeline described at its start."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    run = Run(tmp_path / "r.db", duration_s=12, environment=NO_GPU_ENV)
+    end = run.steps("train", 1.0, 100, 0.04, wait_s=0.06)
+    run.phase("train", 1.0, end)
+    if framework == "torch":
+        run.event(0.5, "hook", "torch integration", framework="torch")
+    else:
+        backend = framework.split("-")[1]
+        run.event(0.5, "hook", "keras integration", framework="keras", backend=backend)
+    if pipeline is not None:
+        run.event(1.0, INPUT_EVENT, "the loop's input pipeline", **pipeline)
+    with run.close() as recording:
+        diagnosis: Diagnosis = diagnose(recording)
+    return next(f for f in diagnosis.findings if f.code == "INPUT_BOUND")
+
+
+def test_a_loader_without_workers_makes_batches_in_the_loop(tmp_path: Path) -> None:
+    finding = _input_bound(tmp_path, _loader(0))
+    assert finding.evidence["input"]["workers"] == 0
+    assert finding.evidence["input_made"].startswith("each batch is made in the training loop")
+    assert finding.fix.startswith("Now each batch is made in the training loop")
+    assert finding.fix.endswith(input_bound.FIXES["torch"])
+
+
+def test_workers_on_every_core_call_for_cheaper_items_not_more_workers(tmp_path: Path) -> None:
+    finding = _input_bound(tmp_path, _loader(2, cores=2))
+    assert "2 DataLoader worker processes make the batches beside the steps" in finding.fix
+    assert "already match the 2 cores" in finding.fix
+    assert "num_workers=" not in finding.fix  # no more workers than cores
+
+
+def test_workers_short_of_the_cores_call_for_more(tmp_path: Path) -> None:
+    finding = _input_bound(tmp_path, _loader(2, cores=16))
+    assert "num_workers=4" in finding.fix and "(2 now; the job may use 16 cores)" in finding.fix
+    finding = _input_bound(tmp_path / "few", _loader(6, cores=8))
+    assert "num_workers=8" in finding.fix  # doubled, up to the cores
+
+
+def test_keras_on_torch_fed_by_a_dataloader_gets_the_dataloader_fix(tmp_path: Path) -> None:
+    finding = _input_bound(tmp_path, _loader(0), framework="keras-torch")
+    assert "PyDataset" not in finding.fix and "num_workers=4" in finding.fix
+    # Without a description the framework's own fix stands.
+    bare = _input_bound(tmp_path / "bare", None, framework="keras-torch")
+    assert bare.fix == input_bound.FIXES["keras-torch"] and "input" not in bare.evidence
+
+
+def test_tf_data_fixes_follow_the_pipeline(tmp_path: Path) -> None:
+    serial = _input_bound(tmp_path / "serial", _dataset(), framework="keras-tensorflow")
+    assert "one batch at a time, ahead of the step only by its prefetch" in serial.fix
+    assert serial.fix.endswith(input_bound.FIXES["tensorflow"])
+    python = _input_bound(tmp_path / "python", _dataset(python=True), "keras-tensorflow")
+    assert "num_parallel_calls=tf.data.AUTOTUNE" in python.fix
+    assert "under the interpreter's lock" in python.fix
+    parallel = _input_bound(tmp_path / "par", _dataset(parallel=True, prefetch=True), "keras-jax")
+    assert "already runs in parallel" in parallel.fix and "cache()" in parallel.fix
+    generated = _input_bound(
+        tmp_path / "gen", _dataset(generator=True, python=True), "keras-tensorflow"
+    )
+    assert "from_generator" in generated.evidence["input_made"]
+    assert "interleave several generators" in generated.fix
+    unprefetched = _input_bound(
+        tmp_path / "none", _dataset(injected_prefetch=False), "keras-tensorflow"
+    )
+    assert "one batch at a time, while the step waits" in unprefetched.fix
+
+
+def _stats(tmp_path: Path, phases: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
+    run = Run(tmp_path / "p.db", duration_s=30, environment=NO_GPU_ENV)
+    for name, rounds in phases.items():
+        for start, end in rounds:
+            run.steps(name, start, 4, (end - start) / 4)
+            run.phase(name, start, end)
+    with run.close() as recording:
+        return dict(diagnose(recording).phases)
+
+
+def _event(at_s: float, **data: Any) -> Event:
+    return Event(round(at_s * 1e9), INPUT_EVENT, "", data)
+
+
+def test_each_phase_gets_the_pipeline_its_loop_read(tmp_path: Path) -> None:
+    # Two epochs of train with a validation after each; the train loader's iterator is made
+    # as train begins (its loop opens the phase: at its start), the validation loader's inside
+    # the first validation; a second train loader described later is not train's.
+    phases = _stats(tmp_path, {"train": [(1, 5), (7, 11)], "validation": [(5, 7), (11, 13)]})
+    events = [
+        _event(1.0, workers=4),
+        _event(5.2, workers=0),
+        _event(7.5, workers=1),
+    ]
+    found = phase_inputs(events, phases)
+    assert found["train"]["workers"] == 4
+    assert found["validation"]["workers"] == 0
+
+
+def test_a_pipeline_described_before_its_phase_began_is_that_phase_s(tmp_path: Path) -> None:
+    # A plain loop's iterator made a moment before the phase's first step (the loop's start),
+    # and a later phase reading a dataset first read in an earlier one: the last described before.
+    phases = _stats(tmp_path, {"train": [(2, 6)], "predict": [(8, 9)]})
+    found = phase_inputs([_event(1.9, workers=2), _event(6.5, workers=0)], phases)
+    assert found == {"train": {"workers": 2}, "predict": {"workers": 0}}
+    assert phase_inputs([], phases) == {}
+    assert phase_inputs([Event(1, "hook", "", {})], phases) == {}
+
+
+def test_nested_phases_give_the_pipeline_to_the_innermost(tmp_path: Path) -> None:
+    # A user's own phase around a validation inside it: the validation's loop read it.
+    phases = _stats(tmp_path, {"outer": [(1, 10)], "validation": [(4, 6)]})
+    assert phase_inputs([_event(4.5, workers=3)], phases) == {"validation": {"workers": 3}}
+    # Described once as the outer loop began, and read again inside (one dataset for
+    # training and validation, described once): both phases read it.
+    found = phase_inputs([_event(2.0, workers=3)], phases)
+    assert found == {"outer": {"workers": 3}, "validation": {"workers": 3}}
