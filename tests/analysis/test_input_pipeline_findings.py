@@ -72,7 +72,7 @@ def test_a_loader_without_workers_makes_batches_in_the_loop(tmp_path: Path) -> N
 
 def test_workers_on_every_core_call_for_cheaper_items_not_more_workers(tmp_path: Path) -> None:
     finding = _input_bound(tmp_path, _loader(2, cores=2))
-    assert "2 DataLoader worker processes make the batches beside the steps" in finding.fix
+    assert "made beside the steps by 2 DataLoader worker processes" in finding.fix
     assert "already match the 2 cores" in finding.fix
     assert "num_workers=" not in finding.fix  # no more workers than cores
 
@@ -90,6 +90,31 @@ def test_keras_on_torch_fed_by_a_dataloader_gets_the_dataloader_fix(tmp_path: Pa
     # Without a description the framework's own fix stands.
     bare = _input_bound(tmp_path / "bare", None, framework="keras-torch")
     assert bare.fix == input_bound.FIXES["keras-torch"] and "input" not in bare.evidence
+
+
+def _py_dataset(workers: int, processes: bool, cores: int = 8) -> dict[str, Any]:
+    return {
+        "source": "PyDataset",
+        "workers": workers,
+        "multiprocessing": processes,
+        "max_queue_size": 10,
+        "cores": cores,
+    }
+
+
+def test_pydataset_fixes_follow_how_keras_loads_it(tmp_path: Path) -> None:
+    # Keras loads a PyDataset in the loop unless workers > 1, or one worker in a process.
+    serial = _input_bound(tmp_path / "a", _py_dataset(1, False), framework="keras-torch")
+    assert "makes each batch in the training loop" in serial.fix
+    assert serial.fix.endswith(input_bound.FIXES["keras-torch"])
+    threads = _input_bound(tmp_path / "b", _py_dataset(4, False), framework="keras-jax")
+    assert "loaded beside the steps by 4 threads" in threads.fix
+    assert "use_multiprocessing=True" in threads.fix and "workers=4" in threads.fix
+    one_process = _input_bound(tmp_path / "c", _py_dataset(1, True), framework="keras-torch")
+    assert "loaded beside the steps by 1 worker process," in one_process.fix
+    assert "workers=2" in one_process.fix  # doubled
+    full = _input_bound(tmp_path / "d", _py_dataset(2, True, cores=2), framework="keras-torch")
+    assert "already match the 2 cores" in full.fix
 
 
 def test_tf_data_fixes_follow_the_pipeline(tmp_path: Path) -> None:

@@ -61,6 +61,7 @@ print(
                 if isinstance(s, Span)
             ],
             "events": [[e.kind, e.message] for e in records if isinstance(e, Event)],
+            "inputs": [dict(e.data) for e in records if isinstance(e, Event) and e.kind == "input"],
         }
     )
 )

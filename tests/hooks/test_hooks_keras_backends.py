@@ -53,6 +53,13 @@ def test_fit_and_predict_emit_phases_steps_and_waits(backend: str) -> None:
     assert counts[("predict", "STEP")] == counts[("predict", "WAIT")] == 3
     assert counts[("train", "PHASE")] == 3  # split around the two validations
     assert not [e for e in result["events"] if e[0] == "hook"]  # type: ignore[attr-defined]
+    # Its three PyDatasets (fit's, validation's, predict's), each described once, as Keras
+    # loads them: one worker, no processes, so in the loop.
+    inputs = result["inputs"]
+    assert len(inputs) == 3, inputs  # type: ignore[arg-type]
+    for described in inputs:  # type: ignore[attr-defined]
+        assert described["source"] == "PyDataset" and described["workers"] == 1
+        assert described["multiprocessing"] is False
     waits = durations_ms(result, "train", "WAIT")
     steps = durations_ms(result, "train", "STEP")
     assert all(0 <= w <= s for w, s in zip(waits, steps, strict=True))

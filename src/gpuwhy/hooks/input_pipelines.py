@@ -7,10 +7,11 @@ waiting makes batches slower than the steps use them (more workers, cheaper item
 without `num_parallel_calls` makes one batch at a time, ahead of the step only by tf.data's
 prefetch; a Python generator or `py_function` in a pipeline runs under the interpreter's lock.
 
-When an iterator is made (each epoch's `iter(loader)`, `iter(dataset)`), its pipeline is
-described and sent as one `Event(kind=INPUT_EVENT)`, once per loader or dataset and description
-in this process: a few per run. Its time, the iterator's start, places it in the phase whose loop
-follows (analysis/inputs.py). Never raises: a pipeline it cannot read is not described.
+When an iterator is made (each epoch's `iter(loader)`, `iter(dataset)`, Keras's epoch over a
+PyDataset), its pipeline is described and sent as one `Event(kind=INPUT_EVENT)`, once per loader
+or dataset and description in this process: a few per run. Its time, the iterator's start, places
+it in the phase whose loop follows (analysis/inputs.py). Never raises: a pipeline it cannot read
+is not described.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from gpuwhy.wire import INPUT_EVENT
 # the generator of `Dataset.from_generator` (a PyFunc inside its flat_map).
 _PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 _FUNCTION_ATTRS = ("_map_func", "_func")  # map, flat_map, interleave, filter: their function
+_KERAS_MODULES = ("keras.", "tf_keras.")
 _MOST_DATASETS = 200  # a pipeline walked no further (a deep chain of zips)
 
 # What was described, by loader or dataset (weakly), so each is sent once; ids where an object
@@ -36,8 +38,13 @@ _sent_ids: dict[int, dict[str, Any]] = {}
 
 
 def loader_made(loader: Any, t_ns: int) -> None:
-    """A torch DataLoader `loader` made an iterator at `t_ns`: send its settings once."""
+    """A torch DataLoader `loader` made an iterator at `t_ns`: send its settings once. Not one
+    Keras builds around the job's own data (a PyDataset, arrays, on the torch backend): that
+    data is what the job controls, and is described where Keras reads it."""
     try:
+        module = type(getattr(loader, "dataset", None)).__module__ or ""
+        if module.startswith(_KERAS_MODULES):
+            return
         workers = int(getattr(loader, "num_workers", 0) or 0)
         description = {
             "source": "DataLoader",
@@ -53,6 +60,24 @@ def loader_made(loader: Any, t_ns: int) -> None:
         emitter.report_once("input.loader", f"DataLoader not described: {error!r}")
         return
     _send(loader, description, t_ns)
+
+
+def py_dataset_made(dataset: Any, t_ns: int) -> None:
+    """Keras began an epoch over the PyDataset `dataset` at `t_ns`: send its settings once.
+    Keras loads it in the loop unless `workers > 1` or `use_multiprocessing` with a worker
+    (then threads, or processes)."""
+    try:
+        description = {
+            "source": "PyDataset",
+            "workers": int(dataset.workers),
+            "multiprocessing": bool(dataset.use_multiprocessing),
+            "max_queue_size": int(dataset.max_queue_size),
+            "cores": _cores(),
+        }
+    except Exception as error:
+        emitter.report_once("input.pydataset", f"PyDataset not described: {error!r}")
+        return
+    _send(dataset, description, t_ns)
 
 
 def _cores() -> int | None:

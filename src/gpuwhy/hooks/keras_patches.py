@@ -15,7 +15,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from gpuwhy.hooks import emitter, iterators, keras_functions, patching, tfdata_wait, tracker
+from gpuwhy.hooks import (
+    emitter,
+    input_pipelines,
+    iterators,
+    keras_functions,
+    patching,
+    tfdata_wait,
+    tracker,
+)
 from gpuwhy.hooks.attribution import SRC_HOST
 from gpuwhy.hooks.keras_functions import set_data_mode
 from gpuwhy.hooks.keras_hooks import KerasSpans, backend_name, callback_class
@@ -115,7 +123,13 @@ def _install_input_timing() -> None:
 def _host_timing(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
     @functools.wraps(original)
     def _get_iterator(self: Any) -> Any:
+        started = tracker.clock()
         data = original(self)
+        # A PyDataset's loading (in the loop, threads or processes); a DataLoader or tf.data
+        # dataset inside is described as its own iterator is made.
+        py_dataset = getattr(getattr(self, "data_adapter", None), "py_dataset", None)
+        if py_dataset is not None:
+            input_pipelines.py_dataset_made(py_dataset, started)
         try:
             wrapped = iterators.timed(data)
         except Exception as error:

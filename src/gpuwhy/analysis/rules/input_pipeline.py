@@ -20,10 +20,22 @@ TORCH_MORE_WORKERS = (
     "shorten the wait, each item costs too much: cache decoded samples, move heavy transforms "
     "out of `__getitem__` (batched, or on the GPU), and read from faster storage."
 )
-TORCH_ALL_CORES = (
+ALL_CORES = (
     "The {now} workers already match the {cores} cores the job may use: make each item "
     "cheaper: cache decoded samples, move heavy transforms out of `__getitem__` (batched, or "
     "on the GPU), read from faster storage, or pre-process the data once, offline."
+)
+PYDATASET_PROCESSES = (
+    "Load in processes: `super().__init__(workers={workers}, use_multiprocessing=True, "
+    "max_queue_size=10)` in your PyDataset (threads run its Python one at a time under the "
+    "interpreter's lock), or pass a torch DataLoader with `num_workers={workers}, "
+    "persistent_workers=True`."
+)
+PYDATASET_MORE = (
+    "Give the PyDataset more workers: `super().__init__(workers={suggested}, "
+    "use_multiprocessing=True)` ({now} now{cores}). If more workers do not shorten the wait, "
+    "each batch costs too much: cache decoded samples, move heavy transforms out of "
+    "`__getitem__`, read from faster storage."
 )
 TF_GENERATOR = (
     "A Python generator makes one batch at a time and cannot run in parallel: move its "
@@ -55,9 +67,22 @@ def made(pipeline: Mapping[str, Any]) -> str | None:
             return "each batch is made in the training loop while the step waits (num_workers=0)"
         if isinstance(workers, int) and workers > 0:
             return (
-                f"{workers} DataLoader worker processes make the batches beside the steps, "
+                f"the batches are made beside the steps by {_processes(workers, 'DataLoader ')}, "
                 "yet the steps wait: the workers make them slower than the steps use them"
             )
+    if source == "PyDataset":
+        workers, processes = pipeline.get("workers"), pipeline.get("multiprocessing")
+        if not _keras_parallel(pipeline):
+            return "the PyDataset makes each batch in the training loop while the step waits"
+        if processes:
+            return (
+                f"the PyDataset is loaded beside the steps by {_processes(workers)}, yet the "
+                "steps wait: the workers make batches slower than the steps use them"
+            )
+        return (
+            f"the PyDataset is loaded beside the steps by {workers} threads "
+            "(use_multiprocessing=False: its Python runs one thread at a time), yet the steps wait"
+        )
     if source == "tf.data":
         if pipeline.get("generator"):
             return "a Python generator makes every batch, one at a time (from_generator)"
@@ -83,12 +108,14 @@ def fix(pipeline: Mapping[str, Any], fixes: Mapping[str, str], default: str) -> 
             return fixes["torch"]
         if not isinstance(workers, int) or workers < 0:
             return default
-        cores = pipeline.get("cores") if isinstance(pipeline.get("cores"), int) else None
-        if cores is not None and workers >= cores:
-            return TORCH_ALL_CORES.format(now=workers, cores=cores)
-        suggested = min(2 * workers, cores) if cores else 2 * workers
-        on_machine = f"; the job may use {cores} cores" if cores else ""
-        return TORCH_MORE_WORKERS.format(suggested=suggested, now=workers, cores=on_machine)
+        return _more_workers(TORCH_MORE_WORKERS, workers, pipeline.get("cores"))
+    if source == "PyDataset":
+        if not _keras_parallel(pipeline):
+            return fixes["keras-torch"]
+        workers = int(pipeline.get("workers") or 1)
+        if not pipeline.get("multiprocessing"):
+            return PYDATASET_PROCESSES.format(workers=workers)
+        return _more_workers(PYDATASET_MORE, workers, pipeline.get("cores"))
     if source == "tf.data":
         if pipeline.get("generator"):
             return TF_GENERATOR
@@ -97,3 +124,25 @@ def fix(pipeline: Mapping[str, Any], fixes: Mapping[str, str], default: str) -> 
             return TF_ALREADY_PARALLEL + python
         return fixes["tensorflow"] + python
     return default
+
+
+def _more_workers(template: str, workers: int, cores: Any) -> str:
+    """Twice the workers, up to the cores the job may use; at the cores, cheaper items."""
+    cores = cores if isinstance(cores, int) and cores > 0 else None
+    if cores is not None and workers >= cores:
+        return ALL_CORES.format(now=workers, cores=cores)
+    suggested = min(2 * workers, cores) if cores else 2 * workers
+    on_machine = f"; the job may use {cores} cores" if cores else ""
+    return template.format(suggested=suggested, now=workers, cores=on_machine)
+
+
+def _processes(count: object, kind: str = "") -> str:
+    return f"{count} {kind}worker process{'' if count == 1 else 'es'}"
+
+
+def _keras_parallel(pipeline: Mapping[str, Any]) -> bool:
+    """Whether Keras loads this PyDataset beside the steps (its adapter's own rule)."""
+    workers = pipeline.get("workers")
+    if not isinstance(workers, int):
+        return False
+    return workers > 1 or (workers > 0 and bool(pipeline.get("multiprocessing")))
