@@ -50,11 +50,11 @@ def _input_bound(
     run = Run(tmp_path / "r.db", duration_s=12, environment=NO_GPU_ENV)
     end = run.steps("train", 1.0, 100, 0.04, wait_s=0.06)
     run.phase("train", 1.0, end)
-    if framework == "torch":
-        run.event(0.5, "hook", "torch integration", framework="torch")
-    else:
+    if "-" in framework:  # keras-<backend>
         backend = framework.split("-")[1]
         run.event(0.5, "hook", "keras integration", framework="keras", backend=backend)
+    else:
+        run.event(0.5, "hook", f"{framework} integration", framework=framework)
     if pipeline is not None:
         run.event(1.0, INPUT_EVENT, "the loop's input pipeline", **pipeline)
     with run.close() as recording:
@@ -184,3 +184,13 @@ def test_nested_phases_give_the_pipeline_to_the_innermost(tmp_path: Path) -> Non
     # training and validation, described once): both phases read it.
     found = phase_inputs([_event(2.0, workers=3)], phases)
     assert found == {"outer": {"workers": 3}, "validation": {"workers": 3}}
+
+
+def test_a_plain_loop_s_own_reader_is_named(tmp_path: Path) -> None:
+    generator = _input_bound(tmp_path / "g", {"source": "generator", "name": "batches"}, "jax")
+    assert generator.fix.startswith(
+        "Now the loop's own Python generator (`batches`) makes each batch in the training loop"
+    )
+    assert generator.fix.endswith(input_bound.FIXES["jax"])  # the framework's own fix
+    reader = _input_bound(tmp_path / "i", {"source": "iterator", "name": "Loader.__next__"})
+    assert "the loop's own iterator class (`Loader.__next__`)" in reader.fix

@@ -152,7 +152,8 @@ def test_before_3_12_an_iterator_class_s_reads_are_timed(shape: str, python: str
     steps, waits = _of(spans, "STEP"), _of(spans, "WAIT")  # type: ignore[arg-type]
     assert len(steps) == STEPS and len(waits) == TIMED, [_ms(w) for w in waits]
     _covers_the_reads_only(steps[-TIMED:], waits)
-    assert result["profiled"] is False and result["events"] == []
+    # The class found is the loop's input, described once (input_pipelines.py).
+    assert result["profiled"] is False and result["events"] == ["input"]
 
 
 @pytest.mark.parametrize("python", _pythons_before_3_12())

@@ -310,6 +310,7 @@ MEMBERS = (
         {"train": True},
         args=("--input", "loader", "--read-ms", "10"),
         needs=("flax", "optax"),
+        inputs={"train": {"source": "iterator"}},
     ),
     Member(  # from Python 3.12 the generator's reads are timed (hooks/generator_pulls.py)
         "Flax/Optax loop over NumPy batches, Python 3.12",
@@ -330,6 +331,7 @@ MEMBERS = (
         args=("--input", "numpy", "--read-ms", "10"),
         needs=("jax", "flax", "optax"),
         interpreter="py312-jax",
+        inputs={"train": {"source": "generator"}},
     ),
     Member(
         "Flax/Optax loop over a loader class reading slowly, Python 3.12",
@@ -340,6 +342,7 @@ MEMBERS = (
         args=("--input", "loader", "--read-ms", "10"),
         needs=("jax", "flax", "optax"),
         interpreter="py312-jax",
+        inputs={"train": {"source": "iterator"}},
     ),
     Member(  # the newest Python here: its bytecode and sys.monitoring change each version
         "Flax/Optax loop over a generator reading slowly, Python 3.13",
@@ -350,5 +353,6 @@ MEMBERS = (
         args=("--input", "numpy", "--read-ms", "10"),
         needs=("jax", "flax", "optax"),
         interpreter="py313-jax",
+        inputs={"train": {"source": "generator"}},
     ),
 )

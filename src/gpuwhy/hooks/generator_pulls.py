@@ -36,7 +36,7 @@ import threading
 from types import CodeType, FrameType
 from typing import Any
 
-from gpuwhy.hooks import emitter, legacy_reads, tracker
+from gpuwhy.hooks import emitter, input_pipelines, legacy_reads, tracker
 from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST
 from gpuwhy.hooks.iterators import busy_bits
 
@@ -246,6 +246,8 @@ def _stop_search(
         legacy_reads.stop_search()
         if found and generator is not None and frame is not None and watch.loop is not None:
             _watch_legacy(generator, frame, watch.loop)
+            if not generator.co_flags & _GENERATOR:  # a generator's reads stay unknown
+                input_pipelines.loop_reads(generator, tracker.clock())
         return
     monitoring = sys.monitoring
     tool = watch.tool
@@ -272,6 +274,7 @@ def _stop_search(
             generator,
             events.PY_START | events.PY_RESUME | events.PY_YIELD | events.PY_RETURN,
         )
+        input_pipelines.loop_reads(generator, tracker.clock())
     except Exception as error:  # never into the user's loop
         emitter.report_once("generator", f"generator read hook failed: {error!r}")
 

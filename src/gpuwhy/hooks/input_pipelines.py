@@ -8,16 +8,18 @@ without `num_parallel_calls` makes one batch at a time, ahead of the step only b
 prefetch; a Python generator or `py_function` in a pipeline runs under the interpreter's lock.
 
 When an iterator is made (each epoch's `iter(loader)`, `iter(dataset)`, Keras's epoch over a
-PyDataset), its pipeline is described and sent as one `Event(kind=INPUT_EVENT)`, once per loader
-or dataset and description in this process: a few per run. Its time, the iterator's start, places
-it in the phase whose loop follows (analysis/inputs.py). Never raises: a pipeline it cannot read
-is not described.
+PyDataset; a plain loop's own generator or iterator class once found), its pipeline is described
+and sent as one `Event(kind=INPUT_EVENT)`, once per loader or dataset and description in this
+process: a few per run. Its time, the iterator's start, places it in the phase whose loop follows
+(analysis/inputs.py). Never raises: a pipeline it cannot read is not described.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import weakref
+from types import CodeType
 from typing import Any
 
 from gpuwhy.hooks import emitter
@@ -78,6 +80,17 @@ def py_dataset_made(dataset: Any, t_ns: int) -> None:
         emitter.report_once("input.pydataset", f"PyDataset not described: {error!r}")
         return
     _send(dataset, description, t_ns)
+
+
+def loop_reads(code: CodeType, t_ns: int) -> None:
+    """A plain loop's input was found at `t_ns` (generator_pulls.py): its own generator or
+    iterator class, run in the training loop as the step waits. Sent once per `code`."""
+    generator = bool(code.co_flags & inspect.CO_GENERATOR)
+    description = {
+        "source": "generator" if generator else "iterator",
+        "name": getattr(code, "co_qualname", code.co_name),
+    }
+    _send(code, description, t_ns)
 
 
 def _cores() -> int | None:

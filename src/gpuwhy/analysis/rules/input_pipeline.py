@@ -70,6 +70,12 @@ def made(pipeline: Mapping[str, Any]) -> str | None:
                 f"the batches are made beside the steps by {_processes(workers, 'DataLoader ')}, "
                 "yet the steps wait: the workers make them slower than the steps use them"
             )
+    if source in ("generator", "iterator"):
+        what = "Python generator" if source == "generator" else "iterator class"
+        return (
+            f"the loop's own {what} (`{pipeline.get('name')}`) makes each batch in the training "
+            "loop while the step waits"
+        )
     if source == "PyDataset":
         workers, processes = pipeline.get("workers"), pipeline.get("multiprocessing")
         if not _keras_parallel(pipeline):
