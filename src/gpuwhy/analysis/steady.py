@@ -218,10 +218,11 @@ def _cold_by_wait(
     time: each round's steps from its first steady one on, their waits summed. Sums, not a
     median step's: a cache filled by parallel reads arrives in bursts (a step of 50 ms, then
     three of 10 ms that find their batches read), so half of the filling epoch's steps may wait
-    little while the epoch waits 45 % of its time against 2 % for the cached ones. What every
-    round waits once is not its steps' waits: its warm-up steps' (an iterator started again: one
-    pull of 155 ms against 0.5 ms a step, seen on a cached tf.data epoch) and its wait for its
-    input to end (a pipeline shut down)."""
+    little while they all wait ~60 % of their time against 2-3 % cached (docs/data-wait.md,
+    examples/keras_slow_input.py --fixed). What every round waits once is not its steps'
+    waits: its warm-up steps' (an iterator started again: one pull of 155 ms against 0.5 ms a
+    step, seen on a cached tf.data epoch) and its wait for its input to end (a pipeline shut
+    down)."""
     if len(rounds) < 2 or not waits.starts:
         return False
 

@@ -93,14 +93,6 @@ def loop_reads(code: CodeType, t_ns: int) -> None:
     _send(code, description, t_ns)
 
 
-def _cores() -> int | None:
-    """The logical cores this process may run on (its affinity, else the machine's)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count()
-
-
 def dataset_made(dataset: Any, t_ns: int) -> None:
     """A tf.data iterator over `dataset` was made at `t_ns`: send its pipeline once."""
     if dataset is None or _was_sent(dataset):  # a dataset does not change: described once
@@ -117,7 +109,7 @@ def dataset_made(dataset: Any, t_ns: int) -> None:
 def describe_dataset(dataset: Any) -> dict[str, Any] | None:
     """What a tf.data pipeline does: parallel stages, prefetch, cache, Python, a generator.
     None for the per-device buffers tf.distribute reads a pipeline through, whose source is out
-    of their sight (`distributed_source_made` describes that source)."""
+    of their sight (it is described as each worker's iterator is made: framework_hooks)."""
     kinds: set[str] = set()
     python = generator = False
     pending, walked = [dataset], 0
@@ -156,6 +148,14 @@ def _function_ops(wrapper: Any) -> set[str]:
     for function in definition.library.function:
         ops.update(node.op for node in function.node_def)
     return ops
+
+
+def _cores() -> int | None:
+    """The logical cores this process may run on (its affinity, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count()
 
 
 def _was_sent(key: Any) -> bool:
