@@ -61,7 +61,7 @@ def install_tensorflow() -> None:
     # own iterators cannot see it: it is described as that iterator is made.
     worker_iterator = getattr(input_lib, "_SingleWorkerOwnedDatasetIterator", None)
     if worker_iterator is not None and "__init__" in vars(worker_iterator):
-        patching.patch(worker_iterator, "__init__", _describing(_dataset_made))
+        patching.patch(worker_iterator, "__init__", _stamping(_dataset_made, stamp=False))
     distributed = getattr(input_lib, "DistributedIterator", None)
     if distributed is None or not hasattr(distributed, "__next__"):
         return
@@ -170,39 +170,25 @@ def _worker_batch_ready(iterator: Any) -> bool:
 
 def _stamping(
     described: Callable[[Any, tuple[Any, ...], dict[str, Any], int], None],
+    *,
+    stamp: bool = True,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """An iterator's `__init__` that notes when it began (building a pipeline, starting
     workers): a plain loop over it begins then, not at its first pull (tracker._loop_start).
-    `described(iterator, args, kwargs, started)` then tells how its input is made."""
+    `described(iterator, args, kwargs, started)` then tells how its input is made. `stamp`
+    False: only that, for an object no loop iterates itself (a tf.distribute worker's)."""
 
     def make(original: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(original)
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             started = tracker.clock()
-            with contextlib.suppress(Exception):  # a loop whose iterator lives on ended already
-                tracker.state()
+            if stamp:  # a loop whose iterator lives on ended already
+                with contextlib.suppress(Exception):
+                    tracker.state()
             original(self, *args, **kwargs)
-            # An object that takes no new attribute: its loop starts at its first pull.
-            with contextlib.suppress(Exception):
-                setattr(self, tracker.CREATED_ATTR, started)
-            with contextlib.suppress(Exception):  # never into the job's `iter()`
-                described(self, args, kwargs, started)
-
-        return __init__
-
-    return make
-
-
-def _describing(
-    described: Callable[[Any, tuple[Any, ...], dict[str, Any], int], None],
-) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """An `__init__` that, once done, tells how the object's input is made (`described`)."""
-
-    def make(original: Callable[..., None]) -> Callable[..., None]:
-        @functools.wraps(original)
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            started = tracker.clock()
-            original(self, *args, **kwargs)
+            if stamp:  # an object that takes no new attribute: its loop starts at its first pull
+                with contextlib.suppress(Exception):
+                    setattr(self, tracker.CREATED_ATTR, started)
             with contextlib.suppress(Exception):  # never into the job's `iter()`
                 described(self, args, kwargs, started)
 

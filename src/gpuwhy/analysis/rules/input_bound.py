@@ -157,8 +157,7 @@ def check(ctx: RunContext) -> list[Finding]:
         pipeline = ctx.inputs.get(phase.name)
         if pipeline:
             evidence["input"] = dict(pipeline)
-            fix = input_pipeline.fix(pipeline, FIXES, fix)
-            made = input_pipeline.made(pipeline)
+            made, fix = input_pipeline.advise(pipeline, FIXES, fix)
             if made is not None:  # what the job does now, then what to change
                 evidence["input_made"] = made
                 fix = f"Now {made}. {fix}"

@@ -58,78 +58,66 @@ TF_PYTHON = (
 )
 
 
-def made(pipeline: Mapping[str, Any]) -> str | None:
-    """How the batches are made now, in a sentence; None for a pipeline not understood."""
+def advise(
+    pipeline: Mapping[str, Any], fixes: Mapping[str, str], default: str
+) -> tuple[str | None, str]:
+    """(how the batches are made now, in a sentence, or None for a pipeline not understood;
+    the fix for it). `fixes`: the frameworks' fixes for a pipeline with none of its parallelism
+    yet (by "torch", "tensorflow", "keras-torch"), `default` for a pipeline not understood."""
     source = pipeline.get("source")
     if source == "DataLoader":
         workers = pipeline.get("workers")
         if workers == 0:
-            return "each batch is made in the training loop while the step waits (num_workers=0)"
-        if isinstance(workers, int) and workers > 0:
-            return (
-                f"the batches are made beside the steps by {_processes(workers, 'DataLoader ')}, "
-                "yet the steps wait: the workers make them slower than the steps use them"
-            )
+            made = "each batch is made in the training loop while the step waits (num_workers=0)"
+            return made, fixes["torch"]
+        if not isinstance(workers, int) or workers < 0:
+            return None, default
+        made = (
+            f"the batches are made beside the steps by {_processes(workers, 'DataLoader ')}, "
+            "yet the steps wait: the workers make them slower than the steps use them"
+        )
+        return made, _more_workers(TORCH_MORE_WORKERS, workers, pipeline.get("cores"))
     if source in ("generator", "iterator"):
         what = "Python generator" if source == "generator" else "iterator class"
-        return (
+        made = (
             f"the loop's own {what} (`{pipeline.get('name')}`) makes each batch in the training "
             "loop while the step waits"
         )
+        return made, default
     if source == "PyDataset":
-        workers, processes = pipeline.get("workers"), pipeline.get("multiprocessing")
         if not _keras_parallel(pipeline):
-            return "the PyDataset makes each batch in the training loop while the step waits"
-        if processes:
-            return (
-                f"the PyDataset is loaded beside the steps by {_processes(workers)}, yet the "
-                "steps wait: the workers make batches slower than the steps use them"
+            made = "the PyDataset makes each batch in the training loop while the step waits"
+            return made, fixes["keras-torch"]
+        workers = int(pipeline.get("workers") or 1)
+        if not pipeline.get("multiprocessing"):
+            made = (
+                f"the PyDataset is loaded beside the steps by {workers} threads "
+                "(use_multiprocessing=False: its Python runs one thread at a time), yet the "
+                "steps wait"
             )
-        return (
-            f"the PyDataset is loaded beside the steps by {workers} threads "
-            "(use_multiprocessing=False: its Python runs one thread at a time), yet the steps wait"
+            return made, PYDATASET_PROCESSES.format(workers=workers)
+        made = (
+            f"the PyDataset is loaded beside the steps by {_processes(workers)}, yet the "
+            "steps wait: the workers make batches slower than the steps use them"
         )
+        return made, _more_workers(PYDATASET_MORE, workers, pipeline.get("cores"))
     if source == "tf.data":
         if pipeline.get("generator"):
-            return "a Python generator makes every batch, one at a time (from_generator)"
+            made = "a Python generator makes every batch, one at a time (from_generator)"
+            return made, TF_GENERATOR
+        python = TF_PYTHON if pipeline.get("python") else ""
         if pipeline.get("parallel"):
-            return (
+            made = (
                 "the tf.data pipeline runs in parallel, yet the steps wait: it makes batches "
                 "slower than the steps use them"
             )
+            return made, TF_ALREADY_PARALLEL + python
         ahead = pipeline.get("prefetch") or pipeline.get("injected_prefetch")
-        return "the tf.data pipeline makes one batch at a time" + (
+        made = "the tf.data pipeline makes one batch at a time" + (
             ", ahead of the step only by its prefetch" if ahead else ", while the step waits"
         )
-    return None
-
-
-def fix(pipeline: Mapping[str, Any], fixes: Mapping[str, str], default: str) -> str:
-    """The fix for this pipeline; `fixes`: the frameworks' fixes for a pipeline with none of
-    its parallelism yet (by "torch", "tensorflow"), `default` for a pipeline not understood."""
-    source = pipeline.get("source")
-    if source == "DataLoader":
-        workers = pipeline.get("workers")
-        if workers == 0:
-            return fixes["torch"]
-        if not isinstance(workers, int) or workers < 0:
-            return default
-        return _more_workers(TORCH_MORE_WORKERS, workers, pipeline.get("cores"))
-    if source == "PyDataset":
-        if not _keras_parallel(pipeline):
-            return fixes["keras-torch"]
-        workers = int(pipeline.get("workers") or 1)
-        if not pipeline.get("multiprocessing"):
-            return PYDATASET_PROCESSES.format(workers=workers)
-        return _more_workers(PYDATASET_MORE, workers, pipeline.get("cores"))
-    if source == "tf.data":
-        if pipeline.get("generator"):
-            return TF_GENERATOR
-        python = TF_PYTHON if pipeline.get("python") else ""
-        if pipeline.get("parallel"):
-            return TF_ALREADY_PARALLEL + python
-        return fixes["tensorflow"] + python
-    return default
+        return made, fixes["tensorflow"] + python
+    return None, default
 
 
 def _more_workers(template: str, workers: int, cores: Any) -> str:
