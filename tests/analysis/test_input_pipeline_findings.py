@@ -8,11 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from constructed import NO_GPU_ENV, Run
 
 from gpuwhy.analysis import Diagnosis, diagnose
 from gpuwhy.analysis.inputs import phase_inputs
-from gpuwhy.analysis.rules import input_bound
+from gpuwhy.analysis.rules import input_bound, input_pipeline
 from gpuwhy.model import Event, Finding
 from gpuwhy.wire import INPUT_EVENT
 
@@ -38,18 +39,25 @@ def _dataset(**stages: bool) -> dict[str, Any]:
         "cache": False,
         "python": False,
         "generator": False,
+        "cores": 2,
     }
     return described | stages
 
 
 def _input_bound(
-    tmp_path: Path, pipeline: dict[str, Any] | None, framework: str = "torch"
+    tmp_path: Path,
+    pipeline: dict[str, Any] | None,
+    framework: str = "torch",
+    job_cpu_pct: float | None = None,
 ) -> Finding:
-    """A train phase 1..11 s waiting 60 % of its steps, its pipeline described at its start."""
+    """A train phase 1..11 s waiting 60 % of its steps, its pipeline described at its start;
+    the job's processes using `job_cpu_pct` of a core throughout, where given."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     run = Run(tmp_path / "r.db", duration_s=12, environment=NO_GPU_ENV)
     end = run.steps("train", 1.0, 100, 0.04, wait_s=0.06)
     run.phase("train", 1.0, end)
+    if job_cpu_pct is not None:
+        run.host(0.0, 12.0, job_cpu_pct=job_cpu_pct, cpu_system_pct=job_cpu_pct / 2)
     if "-" in framework:  # keras-<backend>
         backend = framework.split("-")[1]
         run.event(0.5, "hook", "keras integration", framework="keras", backend=backend)
@@ -194,3 +202,50 @@ def test_a_plain_loop_s_own_reader_is_named(tmp_path: Path) -> None:
     assert generator.fix.endswith(input_bound.FIXES["jax"])  # the framework's own fix
     reader = _input_bound(tmp_path / "i", {"source": "iterator", "name": "Loader.__next__"})
     assert "the loop's own iterator class (`Loader.__next__`)" in reader.fix
+
+
+def test_busy_cores_bound_parallel_loading_and_put_a_cheaper_batch_first(tmp_path: Path) -> None:
+    # 60 % waiting: the input made free reads 2.5x; the job keeps 1.6 of its 2 cores busy, so
+    # the same work spread over workers gains at most 2 / 1.6 = 1.25x.
+    finding = _input_bound(tmp_path, _loader(0, cores=2), job_cpu_pct=160.0)
+    evidence = finding.evidence
+    assert evidence["phase_speedup"] == pytest.approx(2.5, rel=0.01)
+    assert (evidence["cores"], evidence["job_cpu_cores"]) == (2, 1.6)
+    assert evidence["parallel_speedup_at_most"] == pytest.approx(1.25)
+    assert finding.fix.startswith("Now each batch is made in the training loop")
+    assert "keep 1.6 of the 2 cores it may use busy" in finding.fix
+    assert "at most 1.25× faster (2.50× needs that work made cheaper)" in finding.fix
+    cheaper = finding.fix.index(input_pipeline.CHEAPER)
+    assert finding.fix.index(input_pipeline.THEN_PARALLEL) > cheaper  # workers, for what is left
+    assert finding.fix.endswith(input_bound.FIXES["torch"])
+    assert "parallel loading alone: at most 1.25x" in (finding.speedup_method or "")
+
+
+def test_no_parallel_loading_where_it_would_gain_less_than_the_moderate_band(
+    tmp_path: Path,
+) -> None:
+    finding = _input_bound(tmp_path / "tf", _dataset(), "tensorflow", job_cpu_pct=195.0)
+    assert finding.evidence["parallel_speedup_at_most"] == pytest.approx(2 / 1.95, abs=0.001)
+    assert finding.fix.endswith(input_pipeline.TF_CHEAPER)  # no "then" for what is left
+    assert input_pipeline.THEN_PARALLEL not in finding.fix
+
+
+def test_free_cores_leave_the_fix_as_it_was(tmp_path: Path) -> None:
+    # A wait asleep (storage): 0.5 of 2 cores busy, 4x of room above the 2.5x estimate.
+    idle = _input_bound(tmp_path / "idle", _loader(0, cores=2), job_cpu_pct=50.0)
+    # Cores unknown (an older recording's description), or the job's CPU unsampled.
+    unknown = _input_bound(tmp_path / "unknown", _loader(0, cores=None), job_cpu_pct=190.0)
+    unsampled = _input_bound(tmp_path / "unsampled", _loader(0, cores=2))
+    for finding in (idle, unknown, unsampled):
+        assert "parallel_speedup_at_most" not in finding.evidence
+        assert finding.fix.endswith(input_bound.FIXES["torch"])
+        assert input_pipeline.CHEAPER not in finding.fix
+
+
+def test_a_core_budget_needs_a_few_host_samples() -> None:
+    pipeline = _loader(0, cores=2)
+    assert input_pipeline.core_budget(pipeline, 150.0, input_pipeline.MIN_HOST_SAMPLES - 1) is None
+    budget = input_pipeline.core_budget(pipeline, 150.0, input_pipeline.MIN_HOST_SAMPLES)
+    assert budget is not None and budget.ceiling == pytest.approx(2 / 1.5)
+    # More busy than the cores (sampling between the processes' starts): no gain, not below 1.
+    assert input_pipeline.CoreBudget(cores=2, busy=2.2).ceiling == 1.0

@@ -195,7 +195,7 @@ def test_a_long_recording_gets_a_worker_per_core_up_to_one_per_gpu(
     with Recording.open(synthetic) as recording:
         assert len(recording.sampled_devices()) == 4
         for cpus, expected in ((1, 0), (2, 2), (3, 3), (16, 4)):
-            monkeypatch.setattr(workers_module, "_usable_cpus", lambda cpus=cpus: cpus)
+            monkeypatch.setattr(workers_module, "usable_cores", lambda cpus=cpus: cpus)
             assert worker_count(recording, environ={}) == expected, cpus
 
 

@@ -110,6 +110,7 @@ def test_tf_data_pipelines_are_described_by_their_stages(hooks: Collected) -> No
         "python": True,
         "generator": False,
         "stages": ["BatchDataset", "MapDataset", "RangeDataset"],
+        "cores": len(os.sched_getaffinity(0)),
     }
     assert second["parallel"] and second["prefetch"] and second["cache"]
     assert not second["python"]

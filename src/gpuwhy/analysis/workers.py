@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 
 from gpuwhy.analysis.alignment import GpuWindowStats, align_summaries
 from gpuwhy.analysis.intervals import Interval
+from gpuwhy.cores import usable_cores
 from gpuwhy.recording.merged import MergedRecording
 from gpuwhy.recording.reader import Recording
 
@@ -67,7 +68,7 @@ def worker_count(recording: Any, environ: Mapping[str, str] = os.environ) -> int
             return max(min(int(wanted), MAX_WORKERS), 0)
         except ValueError:
             return 0  # a bad value must not cost the report: all done here
-    cpus = _usable_cpus()
+    cpus = usable_cores() or 1
     if cpus < 2 or sum(node.rows_at_most("gpu") for node, _, _ in parts) < MIN_GPU_SAMPLES:
         return 0
     gpus = sum(len(node.sampled_devices()) for node, _, _ in parts)
@@ -82,13 +83,6 @@ def _parts(recording: Any) -> list[tuple[Recording, int, int]]:
     if isinstance(recording, MergedRecording):
         return recording.parts()
     return []
-
-
-def _usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on this platform
-        return os.cpu_count() or 1
 
 
 class Workers:

@@ -17,11 +17,11 @@ process: a few per run. Its time, the iterator's start, places it in the phase w
 from __future__ import annotations
 
 import inspect
-import os
 import weakref
 from types import CodeType
 from typing import Any
 
+from gpuwhy.cores import usable_cores
 from gpuwhy.hooks import emitter
 from gpuwhy.model import Event
 from gpuwhy.wire import INPUT_EVENT
@@ -56,7 +56,7 @@ def loader_made(loader: Any, t_ns: int) -> None:
             "pin_memory": bool(getattr(loader, "pin_memory", False)),
             # torch's _DatasetKind: 0 a map-style dataset, 1 an IterableDataset
             "iterable": getattr(loader, "_dataset_kind", 0) == 1,
-            "cores": _cores(),
+            "cores": usable_cores(),
         }
     except Exception as error:  # a layout that changed: nothing described
         emitter.report_once("input.loader", f"DataLoader not described: {error!r}")
@@ -74,7 +74,7 @@ def py_dataset_made(dataset: Any, t_ns: int) -> None:
             "workers": int(dataset.workers),
             "multiprocessing": bool(dataset.use_multiprocessing),
             "max_queue_size": int(dataset.max_queue_size),
-            "cores": _cores(),
+            "cores": usable_cores(),
         }
     except Exception as error:
         emitter.report_once("input.pydataset", f"PyDataset not described: {error!r}")
@@ -89,6 +89,7 @@ def loop_reads(code: CodeType, t_ns: int) -> None:
     description = {
         "source": "generator" if generator else "iterator",
         "name": getattr(code, "co_qualname", code.co_name),
+        "cores": usable_cores(),
     }
     _send(code, description, t_ns)
 
@@ -103,7 +104,7 @@ def dataset_made(dataset: Any, t_ns: int) -> None:
         emitter.report_once("input.dataset", f"tf.data pipeline not described: {error!r}")
         return
     if description is not None:
-        _send(dataset, description, t_ns)
+        _send(dataset, {**description, "cores": usable_cores()}, t_ns)
 
 
 def describe_dataset(dataset: Any) -> dict[str, Any] | None:
@@ -148,14 +149,6 @@ def _function_ops(wrapper: Any) -> set[str]:
     for function in definition.library.function:
         ops.update(node.op for node in function.node_def)
     return ops
-
-
-def _cores() -> int | None:
-    """The logical cores this process may run on (its affinity, else the machine's)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count()
 
 
 def _was_sent(key: Any) -> bool:

@@ -8,11 +8,11 @@ when the user allows it, and says so.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwhy.cores import usable_cores
 from gpuwhy.errors import UsageError
 from gpuwhy.model import Finding
 
@@ -194,7 +194,7 @@ def candidates(
     codes = {finding.code for finding in findings}
     fixes: list[Fix] = []
     if codes & INPUT_CODES:
-        fixes += _loader_fixes(seen, cuda=cuda, cpu_count=cpu_count or os.cpu_count() or 1)
+        fixes += _loader_fixes(seen, cuda=cuda, cpu_count=cpu_count or usable_cores() or 1)
         fixes += _tfdata_fixes(seen, allowed)
     if codes & HOST_CODES and "--allow-batch-size" in allowed and _batch_adjustable(seen):
         fixes.append(Fix({"batch.scale": 2}, next(iter(sorted(codes & HOST_CODES)))))

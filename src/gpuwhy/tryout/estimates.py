@@ -28,10 +28,10 @@ kernel traces measures what they remove.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpuwhy.cores import usable_cores
 from gpuwhy.model import Finding
 from gpuwhy.tryout.candidates import Seen
 
@@ -79,7 +79,7 @@ def estimate(
     fraction = wait_fraction(findings)
     if fraction is None:
         return None
-    at_once = loaders_at_once(settings, seen, cpu_count or os.cpu_count() or 1)
+    at_once = loaders_at_once(settings, seen, cpu_count or usable_cores() or 1)
     if at_once is None:
         return None
     if at_once == 0:

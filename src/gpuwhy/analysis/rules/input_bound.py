@@ -154,10 +154,22 @@ def check(ctx: RunContext) -> list[Finding]:
             "reference": REFERENCE,
         }
         fix = pick(ctx.framework, FIXES)
+        method = est.method
         pipeline = ctx.inputs.get(phase.name)
         if pipeline:
             evidence["input"] = dict(pipeline)
             made, fix = input_pipeline.advise(pipeline, FIXES, fix)
+            budget = _core_budget(ctx, phase.name, pipeline)
+            speedup = evidence["phase_speedup"]
+            if budget is not None and budget.ceiling < speedup:
+                evidence["cores"] = budget.cores
+                evidence["job_cpu_cores"] = r(budget.busy, 2)
+                evidence["parallel_speedup_at_most"] = r(budget.ceiling)
+                fix = input_pipeline.within_cores(pipeline, phase.name, budget, speedup, fix)
+                method += (
+                    f"; parallel loading alone: at most {budget.ceiling:.2f}x in '{phase.name}' "
+                    f"(the job keeps {budget.busy:.1f} of {budget.cores} cores busy)"
+                )
             if made is not None:  # what the job does now, then what to change
                 evidence["input_made"] = made
                 fix = f"Now {made}. {fix}"
@@ -172,7 +184,14 @@ def check(ctx: RunContext) -> list[Finding]:
                 evidence=evidence,
                 fix=fix,
                 speedup=est.speedup,
-                speedup_method=est.method,
+                speedup_method=method,
             )
         )
     return findings
+
+
+def _core_budget(ctx: RunContext, phase: str, pipeline: Any) -> input_pipeline.CoreBudget | None:
+    host = ctx.host.get(phase)
+    if host is None:
+        return None
+    return input_pipeline.core_budget(pipeline, host.job_cpu_mean_pct, host.samples)

@@ -7,11 +7,23 @@ tf.data map) and the steps still wait: the pipeline makes batches slower than th
 and only the wait left exposed is removable; the fix is more of the parallelism the job already
 has, or less work per batch, not parallelism it has already. Python in the pipeline (a generator,
 `py_function`) runs one call at a time under the interpreter's lock, beside the loop's own Python.
+
+Parallel loading needs free cores. Where the job's processes already keep most of the cores they
+may use busy (the host sampler's CPU time of the process tree, against the cores the hooks saw:
+affinity and container quota), the input's work spread over more workers still has to share
+them with the step: whatever the workers, a step cannot take less than the job's CPU time per
+step over the cores (`core_budget`). Measured on a 2-core machine (tests/scenarios/
+test_busy_cores.py, docs/data-wait.md "Busy cores"): a DataLoader whose batches cost 10 ms of
+CPU each beside a ~3 ms step waits ~76 % of its time with `num_workers=0`, so the batch made
+free is ~4.4× faster, but two workers made it only 1.09× faster (the job already used ~1.4 of
+the 2 cores: at most ~1.4×). There the fix is a cheaper batch first, and more workers only for
+the cores left.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 TORCH_MORE_WORKERS = (
@@ -56,6 +68,71 @@ TF_PYTHON = (
     " Its `tf.py_function`/`tf.numpy_function` runs one call at a time under the "
     "interpreter's lock, whatever `num_parallel_calls` says: write it in TensorFlow ops."
 )
+
+
+MIN_HOST_SAMPLES = 3
+"""Host samples (every 0.5 s by default) a phase needs before its CPU use is trusted."""
+
+WORTH_PARALLEL = 1 / (1 - 0.05)
+"""Below this gain, parallel loading is not suggested: it would remove less than XProf's
+moderate band (5 % of the step time waiting for input) from the phase."""
+
+BUSY_CORES = (
+    "The job's processes already keep {busy:.1f} of the {cores} cores it may use busy, so the "
+    "same input work spread over more workers can make '{phase}' at most {ceiling:.2f}× "
+    "faster ({speedup:.2f}× needs that work made cheaper). "
+)
+CHEAPER = (
+    "Make each batch cheaper: cache decoded samples, move heavy transforms out of the per-item "
+    "code (batched, or on the GPU), or pre-process the data once, offline."
+)
+TF_CHEAPER = (
+    "Make each batch cheaper: `cache()` what repeats (after decoding, before random "
+    "augmentation), batch before a cheap per-element map (vectorised), run augmentation on the "
+    "GPU (Keras preprocessing layers inside the model), or pre-process the data once, offline."
+)
+THEN_PARALLEL = " Then, for the cores left: "
+
+
+@dataclass(frozen=True)
+class CoreBudget:
+    """The cores a phase's job may use and how many its processes kept busy on average."""
+
+    cores: int
+    busy: float  # cores' worth of CPU time per second, the job's whole process tree
+
+    @property
+    def ceiling(self) -> float:
+        """The most a fix that keeps the job's CPU work but spreads it over the cores can make
+        the phase faster: its time cannot fall below that work over the cores."""
+        return max(self.cores / self.busy, 1.0)
+
+
+def core_budget(
+    pipeline: Mapping[str, Any], job_cpu_pct: float | None, samples: int
+) -> CoreBudget | None:
+    """The phase's core budget, from the cores its pipeline's description gives and the job's
+    mean CPU use over the phase (100 = one core); None where either is unknown or too thin."""
+    cores = pipeline.get("cores")
+    if not isinstance(cores, int) or cores < 1 or job_cpu_pct is None or job_cpu_pct <= 0:
+        return None
+    if samples < MIN_HOST_SAMPLES:
+        return None
+    return CoreBudget(cores=cores, busy=job_cpu_pct / 100)
+
+
+def within_cores(
+    pipeline: Mapping[str, Any], phase: str, budget: CoreBudget, speedup: float, fix: str
+) -> str:
+    """The fix where the cores limit parallel loading below `speedup` (the input made free):
+    the limit, a cheaper batch first, and `fix` (more parallelism) only if still worth it."""
+    text = BUSY_CORES.format(
+        busy=budget.busy, cores=budget.cores, phase=phase, ceiling=budget.ceiling, speedup=speedup
+    )
+    text += TF_CHEAPER if pipeline.get("source") == "tf.data" else CHEAPER
+    if budget.ceiling >= WORTH_PARALLEL:
+        text += THEN_PARALLEL + fix
+    return text
 
 
 def advise(
