@@ -67,10 +67,6 @@ def _json_text(text: str) -> str:
     return _ENCODER.encode(text)
 
 
-def _json_int(value: int | None) -> str:
-    return "null" if value is None else str(int(value))
-
-
 def encode(record: Span | Event) -> bytes:
     """One record as one line of UTF-8 JSON (with the trailing newline).
 
@@ -102,10 +98,13 @@ def span_line(
 ) -> bytes:
     """The line of the span these fields make, made without the `Span`: the hooks' flusher
     makes one or two per step for the socket, and a frozen dataclass costs ~0.8 µs to build."""
+    # (inline, not a helper's two calls: a span is written per step and per wait)
+    step_text = "null" if step is None else int(step)
+    pid_text = "null" if pid is None else int(pid)
     return (
         f'{{"t":"span","phase":{_json_text(str(phase))},"kind":{int(kind)},'
-        f'"s":{int(start_ns)},"e":{int(end_ns)},"step":{_json_int(step)},'
-        f'"n":{int(steps)},"pid":{_json_int(pid)}}}\n'
+        f'"s":{int(start_ns)},"e":{int(end_ns)},"step":{step_text},'
+        f'"n":{int(steps)},"pid":{pid_text}}}\n'
     ).encode()
 
 

@@ -148,15 +148,14 @@ class Attributor:
                     pulls = self._take_graph_pulls(item[3], item[4])
                 else:
                     pulls = self._host_pulls.pop(item[6], [])
-                held = _Held(item, pulls, now_ns)
                 if mode & EXPECT_DONE or self._done or self._busy:
-                    self._held[item[6]] = held
+                    self._held[item[6]] = _Held(item, pulls, now_ns)
                 else:  # no completion facts in this process: none can come for this step
-                    out.extend(self._resolve(held, pid))
+                    out.extend(self._resolve(item, pulls, pid))
         for exec_id, held in list(self._held.items()):
             if self._ready(held) or now_ns - held.arrived_ns >= self.hold_ns:
                 del self._held[exec_id]
-                out.extend(self._resolve(held, pid))
+                out.extend(self._resolve(held.record, held.pulls, pid))
         self._forget_stale(now_ns)
         if self._syncs_sent_ns is None:
             self._syncs_sent_ns = now_ns
@@ -168,7 +167,7 @@ class Attributor:
         """Resolve every held step with what is known (interpreter exit)."""
         out: list[Any] = []
         for held in self._held.values():
-            out.extend(self._resolve(held, pid))
+            out.extend(self._resolve(held.record, held.pulls, pid))
         self._held.clear()
         out.extend(self._sync_events(None, pid))
         return out
@@ -220,9 +219,12 @@ class Attributor:
         busy = self._busy.get((exec_id, min(pulls)[0]), 0)
         return busy & (BUSY_AT_REQUEST | BUSY_AT_DELIVERY) == BUSY_AT_REQUEST
 
-    def _resolve(self, held: _Held, pid: int) -> list[Any]:
-        _, phase, index, start, end, hint, exec_id, prev, mode = held.record
-        pulls = sorted(held.pulls)
+    def _resolve(
+        self, record: tuple[Any, ...], pulls: list[tuple[int, int]], pid: int
+    ) -> list[Any]:
+        """The spans of a step's `record` and its `pulls` (no `_Held` made where none waits)."""
+        _, phase, index, start, end, hint, exec_id, prev, mode = record
+        pulls = sorted(pulls)
         end_pull = pulls.pop() if mode & END_PULL and len(pulls) > 1 else None
         measured = bool(mode & (SRC_HOST | SRC_GRAPH))
         if measured and not pulls:
