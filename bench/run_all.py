@@ -83,6 +83,13 @@ BENCHES = (
         "Cost of the hooks per call and per step on short-step jobs",
     ),
     Bench(
+        "hook_instructions",
+        "hook_instructions.py",
+        ("--repeat", "2"),
+        ("--repeat", "1", "--steps", "20", "220"),
+        "The hooks' cost in instructions per step (valgrind)",
+    ),
+    Bench(
         "profiler_overhead",
         "profiler_overhead.py",
         ("--rounds", "4"),

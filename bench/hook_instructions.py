@@ -1,0 +1,214 @@
+"""The hooks' cost per step in CPU instructions, counted by valgrind: noise-free where time is not.
+
+Wall and CPU time per step (hook_cost.py) move with everything else the machine does; the
+instructions a step executes do not. This runs hook_cost.py's short-step PyTorch loop (and, with
+`--jobs torch keras`, its Keras one) under `valgrind --tool=cachegrind --cache-sim=no`, bare and
+with the hooks installed, each at two lengths; the slope between them is the instructions per
+step, free of start-up and import. A fixed hash seed, one BLAS and OpenMP thread, and records
+delivered once at the end (on the calling thread, as `flush()` does: the flusher's timing under
+valgrind's slow clock would count) keep the counts repeatable. The hooked count includes
+attributing and encoding the step's records, as `gpuwhy run`'s socket would receive them.
+
+`--against REV` counts another revision's hooks in the same run (a git worktree of it), so a
+change to the hooks is judged side by side. Needs valgrind (`apt install valgrind`); each job
+takes a few minutes (torch's import alone is ~3 min under valgrind).
+
+    python bench/hook_instructions.py [--jobs torch keras] [--against REV] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import machine
+from one_line_args import OneLineParser
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+JOBS = ("torch", "keras")
+_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+METHOD = (
+    "hook_cost.py's short-step jobs under valgrind's cachegrind: instructions per step, the "
+    "slope between runs of {few} and {many} steps (start-up and imports cancel out). Hooked: "
+    "`auto.install({{}})`, each step's records attributed and encoded as for `gpuwhy run`'s "
+    "socket. Repeated in one run of this script, a count agrees to a few instructions a step; "
+    "between environments (another interpreter path, other variables) it moves by thousands, so "
+    "revisions are compared in one run (`--against`). Instructions are not time: a cache miss "
+    "costs more than an addition."
+)
+
+
+def child(job: str, steps: int, hooked: bool) -> None:
+    """One run of `job` for `steps` steps, in this process (the one valgrind counts)."""
+    import hook_cost
+
+    from gpuwhy.hooks import emitter
+
+    emitter.FLUSH_INTERVAL_S = 3600.0  # delivered by flush() below, on this thread
+    _, run = hook_cost.torch_job(steps) if job == "torch" else hook_cost.keras_job(steps)
+    if hooked:
+        hook_cost._hooks(True)
+    run()
+    if hooked:
+        emitter.flush(60.0)
+
+
+def count(job: str, steps: int, hooked: bool, src: Path) -> int:
+    """Instructions valgrind counted for one child run, gpuwhy imported from `src`."""
+    env = dict(os.environ, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    env.update(GPUWHY_BOOT="0", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(src))
+    env.pop("GPUWHY_SOCKET", None)
+    if job == "keras":
+        env.setdefault("KERAS_BACKEND", "tensorflow")
+    command = [
+        "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+        sys.executable, str(Path(__file__).resolve()),
+        "--child", job, "--child-steps", str(steps), "--hooked", str(int(hooked)),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
+    found = _REFS.findall(done.stderr)
+    if done.returncode != 0 or not found:
+        raise SystemExit(f"{job} ({steps} steps) failed under valgrind:\n{done.stderr[-2000:]}")
+    return int(found[-1].replace(",", ""))
+
+
+def per_step(job: str, steps: tuple[int, int], hooked: bool, src: Path) -> float:
+    """Instructions per step: the slope between the two lengths, two runs at once."""
+    with ThreadPoolExecutor(2) as pool:
+        short, long = pool.map(lambda n: count(job, n, hooked, src), steps)
+    return (long - short) / (steps[1] - steps[0])
+
+
+@contextlib.contextmanager
+def revision(rev: str | None) -> Iterator[tuple[str, Path]]:
+    """(its name, its `src`): this tree's, or a detached worktree of `rev`."""
+    if rev is None:
+        yield _this_tree(), ROOT / "src"
+        return
+    folder = Path(tempfile.mkdtemp(prefix="gpuwhy-rev-"))
+    git = ["git", "-C", str(ROOT)]
+    subprocess.run([*git, "worktree", "add", "--detach", str(folder), rev], check=True,
+                   capture_output=True)  # fmt: skip
+    try:
+        yield rev, folder / "src"
+    finally:
+        subprocess.run([*git, "worktree", "remove", "--force", str(folder)], check=False,
+                       capture_output=True)  # fmt: skip
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _this_tree() -> str:
+    """ "this tree (<commit>)", and whether its gpuwhy differs from that commit."""
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    changed = subprocess.run([*git, "status", "--porcelain", "--", "src"], capture_output=True,
+                             text=True)  # fmt: skip
+    if head.returncode != 0:
+        return "this tree"
+    return f"this tree ({head.stdout.strip()}{', changed' if changed.stdout.strip() else ''})"
+
+
+def measure(args: argparse.Namespace) -> list[str]:
+    steps = (args.steps[0], args.steps[1])
+    rows = []
+    for job in args.jobs:
+        print(f"== {job}: bare", flush=True)
+        bare = [per_step(job, steps, False, ROOT / "src") for _ in range(args.repeat)]
+        for rev in [None, *([args.against] if args.against else [])]:
+            with revision(rev) as (name, src):
+                print(f"== {job}: hooked, {name}", flush=True)
+                hooked = [per_step(job, steps, True, src) for _ in range(args.repeat)]
+            rows.append((job, name, bare, hooked))
+    lines = [
+        "| job | gpuwhy | bare instructions per step | hooked | the hooks' (median) | "
+        "the hooks' share |",
+        "|---|---|---|---|---|---|",
+    ]
+    for job, name, bare, hooked in rows:
+        label = "PyTorch loop" if job == "torch" else "Keras `fit` on tensorflow"
+        cost = statistics.median(hooked) - statistics.median(bare)
+        lines.append(
+            f"| {label} | {name} | {_counts(bare)} | {_counts(hooked)} | {cost:,.0f} | "
+            f"{cost / statistics.median(bare):.1%} |"
+        )
+    return lines
+
+
+def _counts(values: list[float]) -> str:
+    """The runs' counts per step: one, or the median with the range."""
+    if len(values) == 1:
+        return f"{values[0]:,.0f}"
+    return f"{statistics.median(values):,.0f} ({min(values):,.0f}–{max(values):,.0f})"
+
+
+def document(args: argparse.Namespace, table: list[str]) -> str:
+    against = f" --against {args.against}" if args.against else ""
+    command = (
+        f"python bench/hook_instructions.py --jobs {' '.join(args.jobs)}{against} "
+        f"--repeat {args.repeat}"
+    )
+    return (
+        "\n".join(
+            [
+                "# The hooks' cost in instructions per step",
+                "",
+                f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC",
+                f"- Machine: {machine.describe()}",
+                f"- Command: `{command} --steps {args.steps[0]} {args.steps[1]}`",
+                "",
+                METHOD.format(few=args.steps[0], many=args.steps[1]),
+                "",
+                *table,
+            ]
+        )
+        + "\n"
+    )
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = OneLineParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", nargs="+", choices=JOBS, default=["torch"])
+    parser.add_argument("--against", metavar="REV", help="also count this git revision's hooks")
+    parser.add_argument("--steps", nargs=2, type=int, default=[100, 1100], metavar=("FEW", "MANY"))
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each count (2)")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "hook_instructions.md")
+    parser.add_argument("--child", choices=JOBS, help=argparse.SUPPRESS)
+    parser.add_argument("--child-steps", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--hooked", type=int, choices=(0, 1), default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if not 1 <= args.repeat <= 10:
+        parser.error(f"--repeat {args.repeat}: give 1 to 10")
+    if not 1 <= args.steps[0] < args.steps[1]:
+        parser.error(f"--steps {args.steps[0]} {args.steps[1]}: give FEW < MANY, both >= 1")
+    if args.child is None and shutil.which("valgrind") is None:
+        parser.error("valgrind not found: install it (apt install valgrind) to count instructions")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.child is not None:
+        child(args.child, args.child_steps, bool(args.hooked))
+        return 0
+    table = measure(args)
+    print("\n".join(table))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(document(args, table), encoding="utf-8")
+    print(f"-> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
