@@ -128,21 +128,8 @@ class Attributor:
             if type(item) is not tuple:
                 out.append(item)
                 continue
-            tag = item[0]
-            if tag == PHASE:
-                out.append(self.span(item[1], SpanKind.PHASE, item[2], item[3], None, 1, pid))
-            elif tag == PULL:
-                self._host_pulls.setdefault(item[1], []).append((item[2], item[3]))
-                if item[4] & CHECKED:
-                    self._busy[(item[1], item[2])] = item[4]
-            elif tag == DONE:  # several stamps may come (return, batch end): the earliest
-                self._done[item[1]] = min(item[2], self._done.get(item[1], item[2]))
-            elif tag == SYNC:
-                summed = self._syncs.setdefault(item[1], [0, 0, 0])
-                summed[0] += item[2]
-                summed[1] += item[3]
-                summed[2] = max(summed[2], item[4])
-            elif tag == STEP:
+            tag = item[0]  # (the two every step sends, first)
+            if tag == STEP:
                 mode = item[8]
                 if mode & SRC_GRAPH:
                     pulls = self._take_graph_pulls(item[3], item[4])
@@ -152,6 +139,19 @@ class Attributor:
                     self._held[item[6]] = _Held(item, pulls, now_ns)
                 else:  # no completion facts in this process: none can come for this step
                     out.extend(self._resolve(item, pulls, pid))
+            elif tag == PULL:
+                self._host_pulls.setdefault(item[1], []).append((item[2], item[3]))
+                if item[4] & CHECKED:
+                    self._busy[(item[1], item[2])] = item[4]
+            elif tag == PHASE:
+                out.append(self.span(item[1], SpanKind.PHASE, item[2], item[3], None, 1, pid))
+            elif tag == DONE:  # several stamps may come (return, batch end): the earliest
+                self._done[item[1]] = min(item[2], self._done.get(item[1], item[2]))
+            elif tag == SYNC:
+                summed = self._syncs.setdefault(item[1], [0, 0, 0])
+                summed[0] += item[2]
+                summed[1] += item[3]
+                summed[2] = max(summed[2], item[4])
         for exec_id, held in list(self._held.items()):
             if self._ready(held) or now_ns - held.arrived_ns >= self.hold_ns:
                 del self._held[exec_id]
@@ -224,7 +224,8 @@ class Attributor:
     ) -> list[Any]:
         """The spans of a step's `record` and its `pulls` (no `_Held` made where none waits)."""
         _, phase, index, start, end, hint, exec_id, prev, mode = record
-        pulls = sorted(pulls)
+        if len(pulls) > 1:  # (most steps pull once: no copy to sort)
+            pulls = sorted(pulls)
         end_pull = pulls.pop() if mode & END_PULL and len(pulls) > 1 else None
         measured = bool(mode & (SRC_HOST | SRC_GRAPH))
         if measured and not pulls:
@@ -238,10 +239,12 @@ class Attributor:
             out.append(self.span(phase, SpanKind.WAIT, *end_pull, index, 0, pid))
         if not pulls:
             return out
-        busy = self._busy.pop((exec_id, pulls[0][0]), 0)
-        for r, _ in pulls[1:]:
-            self._busy.pop((exec_id, r), None)
-        wait_ns = self._exposed_wait(phase, pulls, self._done.get(prev, None), exec_id, mode, busy)
+        busy = 0
+        if self._busy:  # (only where a readiness check ran: none on a CPU)
+            busy = self._busy.pop((exec_id, pulls[0][0]), 0)
+            for r, _ in pulls[1:]:
+                self._busy.pop((exec_id, r), None)
+        wait_ns = self._exposed_wait(phase, pulls, self._done.get(prev), exec_id, mode, busy)
         if wait_ns is None:
             if phase not in self._unknown:
                 self._unknown.add(phase)
