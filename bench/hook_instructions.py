@@ -43,10 +43,14 @@ METHOD = (
     "hook_cost.py's short-step jobs under valgrind's cachegrind: instructions per step, the "
     "slope between runs of {few} and {many} steps (start-up and imports cancel out). Hooked: "
     "`auto.install({{}})`, each step's records attributed and encoded as for `gpuwhy run`'s "
-    "socket. Repeated in one run of this script, a count agrees to a few instructions a step; "
-    "between environments (another interpreter path, other variables) it moves by thousands, so "
-    "revisions are compared in one run (`--against`). Instructions are not time: a cache miss "
-    "costs more than an addition."
+    "socket. Within one run a count repeats to a few instructions a step, but between runs of "
+    "this script the same code's counts moved by up to ~7k a step, bare and hooked alike "
+    "(likely where the interpreter's objects land, which changes its hashing), and a revision "
+    "counted from a worktree read ~2k a step more than the same code counted in place "
+    "(2026-11-28); so revisions are compared in one run (`--against`), and differences under "
+    "~5k a step (a tenth of the hooks' cost on the PyTorch loop, where wall time moves by more "
+    "than all of it) are not resolved. Instructions are not time: a cache miss costs more than "
+    "an addition."
 )
 
 
