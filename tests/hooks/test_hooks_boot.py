@@ -115,23 +115,28 @@ def test_a_job_interpreter_without_gpuwhy_still_boots(tmp_path: Path) -> None:
     assert out["user"] == "yes" and "_BootFinder" in out["finders"]  # type: ignore[operator]
 
 
+@pytest.mark.timing  # milliseconds: under the parallel lane's load one import took 6.8
 def test_boot_costs_a_few_milliseconds_at_most(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUWHY")}
     env.update({"PYTHONPATH": str(BOOT), "GPUWHY_SOCKET": str(tmp_path / "none.sock")})
-    done = subprocess.run(
-        [REPO_PYTHON, "-X", "importtime", "-c", "pass"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    lines = [line for line in done.stderr.splitlines() if line.rstrip().endswith("sitecustomize")]
-    assert lines, done.stderr[-2000:]
-    cumulative_us = int(lines[-1].split("|")[1])
+    timings = []
+    for _ in range(3):  # the first, in a fresh checkout, also compiles the module
+        done = subprocess.run(
+            [REPO_PYTHON, "-X", "importtime", "-c", "pass"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        lines = [
+            line for line in done.stderr.splitlines() if line.rstrip().endswith("sitecustomize")
+        ]
+        assert lines, done.stderr[-2000:]
+        timings.append(int(lines[-1].split("|")[1]))
     # All of it: the module, and looking for the user's sitecustomize along sys.path (a scan
     # Python itself would make when there were none of ours; its directory listings are cached
     # for the job's own imports). About 3 ms on the 2-core CI machine.
-    assert cumulative_us < 5000, lines
+    assert min(timings) < 5000, timings
 
 
 TORCH_JOB = """
