@@ -56,7 +56,6 @@ def loader_made(loader: Any, t_ns: int) -> None:
             "pin_memory": bool(getattr(loader, "pin_memory", False)),
             # torch's _DatasetKind: 0 a map-style dataset, 1 an IterableDataset
             "iterable": getattr(loader, "_dataset_kind", 0) == 1,
-            "cores": usable_cores(),
         }
     except Exception as error:  # a layout that changed: nothing described
         emitter.report_once("input.loader", f"DataLoader not described: {error!r}")
@@ -74,7 +73,6 @@ def py_dataset_made(dataset: Any, t_ns: int) -> None:
             "workers": int(dataset.workers),
             "multiprocessing": bool(dataset.use_multiprocessing),
             "max_queue_size": int(dataset.max_queue_size),
-            "cores": usable_cores(),
         }
     except Exception as error:
         emitter.report_once("input.pydataset", f"PyDataset not described: {error!r}")
@@ -89,7 +87,6 @@ def loop_reads(code: CodeType, t_ns: int) -> None:
     description = {
         "source": "generator" if generator else "iterator",
         "name": getattr(code, "co_qualname", code.co_name),
-        "cores": usable_cores(),
     }
     _send(code, description, t_ns)
 
@@ -104,7 +101,7 @@ def dataset_made(dataset: Any, t_ns: int) -> None:
         emitter.report_once("input.dataset", f"tf.data pipeline not described: {error!r}")
         return
     if description is not None:
-        _send(dataset, {**description, "cores": usable_cores()}, t_ns)
+        _send(dataset, description, t_ns)
 
 
 def describe_dataset(dataset: Any) -> dict[str, Any] | None:
@@ -159,6 +156,7 @@ def _was_sent(key: Any) -> bool:
 
 
 def _send(key: Any, description: dict[str, Any], t_ns: int) -> None:
+    description = {**description, "cores": usable_cores()}  # every pipeline's, for its advice
     try:
         if _sent.get(key) == description:
             return

@@ -58,10 +58,7 @@ def timed_next(
     st.in_pull = False
     if busy_check is not None:
         busy |= busy_bits(busy_check, BUSY_AT_DELIVERY)
-    try:  # (`_record`, inline: one call less on every pull)
-        tracker.pull_in(st, iterator, request, delivery, True, force, busy)
-    except Exception as error:  # never into the user's loop
-        emitter.report_once("pull", f"input pull hook failed: {error!r}")
+    _record(st, iterator, request, delivery, True, force, busy)
     return item
 
 

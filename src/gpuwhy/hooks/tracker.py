@@ -424,9 +424,7 @@ def optimizer_step(t: int) -> None:
     it is (`boundary()`), in one call: a torch loop makes one every step."""
     st = state()
     _trained(st)
-    st.eval_at = None  # as `_boundary`, inline: a torch loop makes one every step
-    if _steps_by_optimizer(st):
-        _step_ended(st, t, False)
+    _boundary(st, t, False)
 
 
 def _boundary(st: ThreadState, t: int, dispatched: bool) -> int | None:
@@ -435,11 +433,6 @@ def _boundary(st: ThreadState, t: int, dispatched: bool) -> int | None:
         if dispatched and st.step is not None and not st.framework:
             return st.step.exec_id
         return None
-    return _step_ended(st, t, dispatched)
-
-
-def _step_ended(st: ThreadState, t: int, dispatched: bool) -> int | None:
-    """A boundary where only optimizer steps (or compiled train steps) bound the steps."""
     unfed = st.step is not None and not st.step.pulls
     ended = st.step.exec_id if st.step is not None else None
     close_step(st, t, last=False)
