@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import Any
 import pytest
 
 from gpuwhy.analysis.rules.input_bound import HIGH_FRACTION
+from gpuwhy.analysis.steady import COLD_WAIT_SHARE
+from gpuwhy.warmup import WARMUP_FACTOR
 from support import ROOT
 
 pytest.importorskip("tensorflow")
@@ -86,13 +89,41 @@ def test_a_filling_epoch_under_three_times_slower_is_one_time_work(tmp_path: Pat
     prefetch runs the map beside the step, so the filling epoch's steps are about 2x slower, not
     3x, but wait for their input nearly half their time. Before its wait told the round apart,
     its steps counted as steady: the share read 0.23 where the cached epochs' own clock said
-    0.10, INPUT_BOUND's phase speed-up 1.30x where the truth was 1.11x (17 % over)."""
+    0.10, INPUT_BOUND's phase speed-up 1.30x where the truth was 1.11x (17 % over).
+
+    On a slower machine the step computes longer still, and the filling epoch may hardly wait
+    (seen: gpuwhy found no cold round, and the cached epochs' share read 0.105 against 0.067):
+    the job's own clock of its pulls says which holds, and gpuwhy must agree wherever it says so
+    clearly, its lines (steady.py) widened by this file's tolerances."""
     own, report = run_job(tmp_path, "--width", "12288")
     train = report["phases"]["train"]
-    share = sum(own["pulled"][1:]) / sum(own["steady"][1:])
-    print(f"\ncached epochs' share {share:.3f}, gpuwhy {train['data_wait_fraction']:.3f}")
-    assert train["cold_round_steps"] == own["steps"]
-    assert own["stepped"][0] - CLOCK_SLACK_S <= train["cold_round_s"] <= own["walls"][0]
+    pulled, steady = own["pulled"], own["steady"]
+    filling_share = pulled[0] / steady[0]
+    later_wait = statistics.mean(pulled[1:])  # per epoch: every epoch has the same steps
+    print(
+        f"\nfilling epoch's share {filling_share:.3f}, its wait {pulled[0]:.4f} s against "
+        f"{later_wait:.4f} s a cached epoch; gpuwhy's cold round: {train['cold_round_steps']} steps"
+    )
+    lines = [(filling_share, COLD_WAIT_SHARE, SHARE_TOLERANCE)]
+    lines.append(
+        (pulled[0] / max(later_wait, 1e-9), WARMUP_FACTOR, WARMUP_FACTOR * SPEEDUP_TOLERANCE)
+    )
+    cold_by_wait = all(value > line + margin for value, line, margin in lines)
+    warm_by_wait = any(value < line - margin for value, line, margin in lines)
+    step_ratio = steady[0] / statistics.mean(steady[1:])
+    cold_by_step = step_ratio > WARMUP_FACTOR * (1 + SPEEDUP_TOLERANCE)
+    warm_by_step = step_ratio < WARMUP_FACTOR * (1 - SPEEDUP_TOLERANCE)
+    if cold_by_wait or cold_by_step:
+        assert train["cold_round_steps"] == own["steps"]
+    elif warm_by_wait and warm_by_step:
+        assert train["cold_round_steps"] == 0
+    if train["cold_round_steps"]:  # the figures are the cached epochs'
+        assert train["cold_round_steps"] == own["steps"]
+        assert own["stepped"][0] - CLOCK_SLACK_S <= train["cold_round_s"] <= own["walls"][0]
+        share = sum(pulled[1:]) / sum(steady[1:])
+    else:  # every epoch's
+        share = sum(pulled) / sum(steady)
+    print(f"truth's share {share:.3f}, gpuwhy {train['data_wait_fraction']:.3f}")
     assert abs(train["data_wait_fraction"] - share) <= SHARE_TOLERANCE
     _input_bound_against(report["findings"], share)
 
