@@ -10,6 +10,7 @@ from gpuwhy.hooks.attribution import (
     BUSY_AT_DELIVERY,
     BUSY_AT_REQUEST,
     CHECKED,
+    COMPUTE_END,
     DONE,
     END_PULL,
     EXPECT_DONE,
@@ -185,6 +186,26 @@ def test_overlapped_pulls_count_only_past_the_previous_compute() -> None:
     # c = min(54 - 48, (54 - 36) / 2) = 6; waits: 12 + 3 * (12 - 6) = 30 ms, ending at 48.
     assert waits(out) == [(18, 48, 0, 4)]
     assert steps_of(out) == [(0, 55, 0, 4)]
+
+
+def test_stamped_compute_ends_replace_the_tails_estimate() -> None:
+    # The same execution, with each step's compute end stamped in-graph (2 ms after its batch),
+    # and a tail of 8 ms after the last compute: work the loop does once, which the tail's
+    # estimate would count as every step's compute (c = min(56 - 48, 20 / 2) = 8: 12 + 3 * 4).
+    mode = SRC_GRAPH | EXPECT_DONE | OVERLAP
+    pulls = [(ms(0), ms(12)), (ms(12), ms(24)), (ms(24), ms(36)), (ms(36), ms(48))]
+    ends = [(ms(t), COMPUTE_END) for t in (14, 26, 38, 50)]
+    out = Attributor().feed(
+        [step(0, 0, 57, 1, None, mode, hint=4), (DONE, 1, ms(58))], pulls + ends, ms(60), PID
+    )
+    # From each compute's end to the next batch: 12 + 3 * (12 - 2) = 42 ms, ending at 48.
+    assert waits(out) == [(6, 48, 0, 4)]
+    # A compute still running when the next batch arrived: that pull waited nothing.
+    late = [(ms(t), COMPUTE_END) for t in (25, 26, 38, 50)]
+    out = Attributor().feed(
+        [step(0, 0, 57, 1, None, mode, hint=4), (DONE, 1, ms(58))], pulls + late, ms(60), PID
+    )
+    assert waits(out) == [(16, 48, 0, 4)]  # 12 + 0 + 10 + 10
 
 
 def test_overlapped_pulls_of_a_fast_pipeline_wait_nothing() -> None:

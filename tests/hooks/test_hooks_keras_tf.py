@@ -144,6 +144,68 @@ def test_steps_per_execution_spans_cover_the_steps_really_run(hooks: Collected) 
     assert starts == sorted(set(starts))
 
 
+def _records_polled(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Every in-graph record the emitter polls from now on: pulls and compute ends."""
+    from gpuwhy.hooks import tfdata_wait
+
+    seen: list[tuple[int, int]] = []
+    poll = tfdata_wait._Pulls.poll
+
+    def polled(self: Any) -> list[tuple[int, int]]:
+        records = poll(self)
+        seen.extend(records)
+        return records
+
+    monkeypatch.setattr(tfdata_wait._Pulls, "poll", polled)
+    return seen
+
+
+def test_several_steps_per_execution_stamp_each_compute_end(
+    hooks: Collected, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Later pulls of an execution overlap the previous step's compute: their wait counts from
+    that compute's end, which each step stamps (tfdata_wait.timing_steps). One stamp a step,
+    after its batch arrived and before the next execution began."""
+    from gpuwhy.hooks import emitter
+    from gpuwhy.hooks.attribution import COMPUTE_END
+
+    seen = _records_polled(monkeypatch)
+    model(steps_per_execution=4).fit(
+        data(8, sleep_s=0.02, serial=True), epochs=1, verbose=0, shuffle=False
+    )
+    emitter.flush(5.0)
+    ends = sorted(t for t, kind in seen if kind == COMPUTE_END)
+    pulls = sorted(record for record in seen if record[1] != COMPUTE_END)
+    assert len(ends) == len(pulls) == 8
+    steps = sorted(hooks.spans(SpanKind.STEP, "train"), key=lambda s: s.start_ns)
+    for k, ((_, delivered), ended) in enumerate(zip(pulls, ends, strict=True)):
+        assert delivered <= ended <= steps[k // 4].end_ns
+    # Each batch slept 20 ms while the previous step's tiny compute ran: nearly all of each
+    # pull is wait.
+    waits = hooks.spans(SpanKind.WAIT, "train")
+    assert sum(w.end_ns - w.start_ns for w in waits) >= 0.75 * sum(d - r for r, d in pulls)
+
+
+@pytest.mark.parametrize("setting", ["one step per execution", "XLA"])
+def test_steps_stamp_nothing_where_no_later_pull_needs_it(
+    hooks: Collected, monkeypatch: pytest.MonkeyPatch, setting: str
+) -> None:
+    """One step per execution has no overlapped pull; XLA compiles no staging op: neither
+    stamps its steps, and both train as without gpuwhy."""
+    from gpuwhy.hooks import emitter
+    from gpuwhy.hooks.attribution import COMPUTE_END
+
+    seen = _records_polled(monkeypatch)
+    xla = setting == "XLA"
+    m = model(steps_per_execution=2 if xla else 1)
+    if xla:
+        m.compile("adam", "binary_crossentropy", steps_per_execution=2, jit_compile=True)
+    m.fit(data(4), epochs=1, verbose=0, shuffle=False)
+    emitter.flush(5.0)
+    assert [t for t, kind in seen if kind == COMPUTE_END] == []
+    assert sum(s.steps for s in hooks.spans(SpanKind.STEP, "train")) == 4
+
+
 def test_a_callback_the_user_added_is_not_added_twice(hooks: Collected) -> None:
     import gpuwhy
 

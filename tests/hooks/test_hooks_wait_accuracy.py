@@ -72,7 +72,11 @@ def run_job(
     ("setting", "steps_per_execution"),
     # One step per execution over a serial or prefetched source is the steady-state family's
     # (tests/scenarios/test_steady_truth.py): here, several steps per execution and Python maps.
+    # Several steps over a slow source read -0.19 to -0.25 (2026-11-28) while the compute that
+    # later pulls overlap was taken from the execution's tail; each step now stamps its end.
     [
+        ("tf-serial", 4),
+        ("tf-prefetch", 4),
         ("tf-parallel", 4),
         ("tf-pymap", 1),
     ],
@@ -84,26 +88,6 @@ def test_keras_on_tensorflow_measures_the_wait_of_its_input(
     result = run_job(setting, steps_per_execution)
     assert result["truth"] > 0.2  # the setting really is input-bound
     assert -UNDER_READ <= result["error"] <= TOLERANCE
-
-
-# Several steps per execution over a source slower than the step: a known shortfall of the
-# method (docs/data-wait.md, "Known shortfalls"). The per-step compute `c` that later pulls are
-# cut by comes from the execution's tail, which also holds what the loop does once after its last
-# step: tails of 4.8-11 ms against 2 ms steps (2026-11-28), so the share reads 0.66-0.69 against
-# a truth of 0.88 on the serial source, and the prefetched one as low (-0.25 at worst). Asserted
-# as what it is, not as a target: the wait is found (at least half of it: a lost wait reads near
-# 0), and never over-read beyond the target.
-FOUND = 0.5
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("setting", ["tf-serial", "tf-prefetch"])
-def test_several_steps_per_execution_under_read_but_find_the_wait(setting: str) -> None:
-    pytest.importorskip("tensorflow")
-    result = run_job(setting, 4)
-    assert result["truth"] > 0.2
-    assert result["measured"] >= FOUND * result["truth"]
-    assert result["error"] <= TOLERANCE
 
 
 @pytest.mark.slow

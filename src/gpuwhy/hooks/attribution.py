@@ -16,10 +16,12 @@ asynchronous backend overlaps the previous step's compute:
 - a later pull inside the same execution (Keras `steps_per_execution > 1`: TensorFlow's
   in-graph loop and JAX's host loop both request batch k+1 when step k's compute starts)
   overlaps step k's compute, which began no earlier than batch k's delivery d_k and took `c`:
-  it waits only from `max(request, d_k + c)` to its delivery. `c` comes from the execution's
-  tail: with R the time the execution was done and (r, d) its last pull,
-  `c = min(R - d, (R - r) / 2)` (data late: the last compute ran from d to R; data early: the
-  last two computes ran back to back from r to R). docs/data-wait.md derives it.
+  it waits only from `max(request, d_k + c)` to its delivery. Where Keras's in-graph loop
+  stamped when each step's compute ended (tfdata_wait.timing_steps), `d_k + c` is that stamp;
+  elsewhere `c` comes from the execution's tail: with R the time the execution was done and
+  (r, d) its last pull, `c = min(R - d, (R - r) / 2)` (data late: the last compute ran from d to
+  R; data early: the last two computes ran back to back from r to R). docs/data-wait.md
+  derives it.
 - pulls that happen before the compiled call (TensorFlow `predict`) never overlap: all wait.
 
 Device-to-host synchronisations arrive as one SYNC record per step (or phase segment) that had
@@ -42,6 +44,10 @@ STEP = 1  # (STEP, phase, index, start_ns, end_ns, steps_hint, exec_id, prev_exe
 PULL = 2  # (PULL, exec_id, request_ns, delivery_ns, busy)      a pull seen on the host
 DONE = 3  # (DONE, exec_id, t_ns)                 the execution's results exist (earliest wins)
 SYNC = 4  # (SYNC, phase, syncs, steps, t_ns)  syncs of one step (steps=1) or phase segment (0)
+
+COMPUTE_END = -1
+"""The delivery of an in-graph record that is no pull: (t, COMPUTE_END), a step's compute ended
+at t."""
 
 # STEP mode bits.
 SRC_HOST = 1  # pulls arrive as PULL records
@@ -102,6 +108,8 @@ class Attributor:
         self._syncs_sent_ns: int | None = None
         self._host_pulls: dict[int, list[tuple[int, int]]] = {}
         self._graph_pulls: deque[tuple[int, int]] = deque()
+        self._compute_ends: deque[tuple[int, int]] = deque()  # (t, COMPUTE_END), in-graph
+        self._ends_of: dict[int, list[int]] = {}  # exec -> its steps' compute ends
         self._done: dict[int, int] = {}
         self._held: dict[int, _Held] = {}
         self._compute_ns: dict[str, int] = {}  # last per-step compute estimate of each phase
@@ -123,7 +131,8 @@ class Attributor:
         interval has passed.
         """
         out: list[Any] = []
-        self._graph_pulls.extend(sorted(graph_pulls))
+        for record in sorted(graph_pulls):
+            (self._compute_ends if record[1] == COMPUTE_END else self._graph_pulls).append(record)
         for item in items:
             if type(item) is not tuple:
                 out.append(item)
@@ -132,7 +141,11 @@ class Attributor:
             if tag == STEP:
                 mode = item[8]
                 if mode & SRC_GRAPH:
-                    pulls = self._take_graph_pulls(item[3], item[4])
+                    pulls = _take(self._graph_pulls, item[3], item[4])
+                    if self._compute_ends:
+                        ends = _take(self._compute_ends, item[3], item[4])
+                        if ends:
+                            self._ends_of[item[6]] = [t for t, _ in ends]
                 else:
                     pulls = self._host_pulls.pop(item[6], [])
                 if mode & EXPECT_DONE or self._done or self._busy:
@@ -189,15 +202,6 @@ class Attributor:
 
     # ------------------------------------------------------------------------------ internals
 
-    def _take_graph_pulls(self, start_ns: int, end_ns: int) -> list[tuple[int, int]]:
-        queue = self._graph_pulls
-        while queue and queue[0][0] < start_ns:  # before any step: a build-time peek, not a wait
-            queue.popleft()
-        taken = []
-        while queue and queue[0][0] < end_ns:
-            taken.append(queue.popleft())
-        return taken
-
     def _ready(self, held: _Held) -> bool:
         mode, exec_id, prev = held.record[8], held.record[6], held.record[7]
         if not mode & EXPECT_DONE or not (held.pulls or mode & LAST):
@@ -224,6 +228,7 @@ class Attributor:
     ) -> list[Any]:
         """The spans of a step's `record` and its `pulls` (no `_Held` made where none waits)."""
         _, phase, index, start, end, hint, exec_id, prev, mode = record
+        ends = self._ends_of.pop(exec_id, None) if self._ends_of else None
         if len(pulls) > 1:  # (most steps pull once: no copy to sort)
             pulls = sorted(pulls)
         end_pull = pulls.pop() if mode & END_PULL and len(pulls) > 1 else None
@@ -244,7 +249,7 @@ class Attributor:
             busy = self._busy.pop((exec_id, pulls[0][0]), 0)
             for r, _ in pulls[1:]:
                 self._busy.pop((exec_id, r), None)
-        wait_ns = self._exposed_wait(phase, pulls, self._done.get(prev), exec_id, mode, busy)
+        wait_ns = self._exposed_wait(phase, pulls, self._done.get(prev), exec_id, mode, busy, ends)
         if wait_ns is None:
             if phase not in self._unknown:
                 self._unknown.add(phase)
@@ -266,6 +271,7 @@ class Attributor:
         exec_id: int,
         mode: int,
         busy: int = 0,
+        ends: list[int] | None = None,
     ) -> int | None:
         request, delivered = pulls[0]
         if busy & (BUSY_AT_DELIVERY | READY_AT_REQUEST):
@@ -279,6 +285,11 @@ class Attributor:
             return total
         if not mode & OVERLAP:
             return total + sum(max(0, d - r) for r, d in pulls[1:])
+        if ends is not None and len(ends) >= len(pulls) - 1:
+            # Each step's compute end, stamped in order: step k computed batch k.
+            for (r, d), computed in zip(pulls[1:], ends, strict=False):
+                total += max(0, d - max(r, computed))
+            return total
         compute_ns = self._compute_estimate(phase, pulls, self._done.get(exec_id))
         if compute_ns is None:
             return None
@@ -306,3 +317,13 @@ class Attributor:
         if len(self._host_pulls) > _KEEP:
             for key in [k for k, p in self._host_pulls.items() if now_ns - p[-1][1] > _STALE_NS]:
                 del self._host_pulls[key]
+
+
+def _take(queue: deque[tuple[int, int]], start_ns: int, end_ns: int) -> list[tuple[int, int]]:
+    """The in-graph records of a step from `start_ns` to `end_ns`, out of the sorted `queue`."""
+    while queue and queue[0][0] < start_ns:  # before any step: a build-time peek, not a wait
+        queue.popleft()
+    taken = []
+    while queue and queue[0][0] < end_ns:
+        taken.append(queue.popleft())
+    return taken

@@ -113,9 +113,13 @@ def _install_input_timing() -> None:
         emitter.report_once("keras.input", f"Keras input not timed on backend {backend!r}")
         return
     if backend == "tensorflow":
-        # fit and evaluate pull inside their compiled loop: stamped there (keras_functions).
+        # fit and evaluate pull inside their compiled loop: stamped there (keras_functions),
+        # as are their steps' compute ends where an execution runs several steps.
         tfdata_wait.install()
         patching.patch(epoch_iterator, "_get_iterator", _predict_timing)
+        trainer = getattr(module, "TensorFlowTrainer", None)
+        if callable(getattr(trainer, "_make_function", None)):
+            patching.patch(trainer, "_make_function", tfdata_wait.timing_steps)
     else:
         patching.patch(epoch_iterator, "_get_iterator", _host_timing)
 

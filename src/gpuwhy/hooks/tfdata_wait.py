@@ -16,6 +16,11 @@ dataset, its iterators and its elements are untouched: a pipeline of any kind (d
 tf.data service, placed on a device) is timed where its consumer stands, at a few small ops a
 pull, and no iterator costs anything more to make. A loop Keras runs eagerly (`run_eagerly=True`)
 pulls in Python: those pulls are timed on the host.
+
+With several steps per execution, a later pull overlaps the previous step's compute, so its wait
+starts when that compute ends. Keras 3's step, traced under the same call, stamps that moment
+(`timing_steps`): one `tf.timestamp` after the step's outputs and the optimizer's update, staged
+in the same area as a pull whose delivery reads `_COMPUTE_END`.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from gpuwhy.hooks import emitter, patching
+from gpuwhy.hooks.attribution import COMPUTE_END
 
 STAGING_AREA = "gpuwhy_pulls"
 """The shared name of the process's staging area of pulls (on the CPU; no capacity or memory
@@ -39,6 +45,7 @@ DRAIN_BLOCK = 16
 """Pulls taken out of the staging area per iteration of the drain's loop."""
 
 _NO_ELEMENT = -1.0  # the delivery written for an Optional pull that found the data's end
+_COMPUTE_END = -2.0  # the delivery written beside a step's compute end (no pull)
 _AREA = {"capacity": 0, "memory_limit": 0, "container": "", "shared_name": STAGING_AREA}
 
 T = TypeVar("T")
@@ -89,8 +96,10 @@ class _Pulls:
         # tf.timestamp is wall-clock seconds; spans use the monotonic clock.
         offset_ns = time.time_ns() - time.monotonic_ns()
         for request_s, delivery_s in seconds:
-            if delivery_s != _NO_ELEMENT:
-                request = int(request_s * 1e9) - offset_ns
+            request = int(request_s * 1e9) - offset_ns
+            if delivery_s == _COMPUTE_END:
+                pulls.append((request, COMPUTE_END))
+            elif delivery_s != _NO_ELEMENT:
                 pulls.append((request, request + int((delivery_s - request_s) * 1e9)))
         return pulls
 
@@ -263,6 +272,64 @@ def _traced_pull(tf: Any, get: Callable[[], Any], optional: bool) -> Any:
             return tf.identity(tensor)
 
     return tf.nest.map_structure(after_record, element, expand_composites=True)
+
+
+def timing_steps(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Patch of Keras 3's `TensorFlowTrainer._make_function(step_function)`: the step it
+    compiles stamps its compute's end where `steps_are_timed` (`_timed_step`)."""
+
+    @functools.wraps(original)
+    def make(self: Any, step_function: Callable[..., Any]) -> Any:
+        return original(self, _timed_step(self, step_function))
+
+    return make
+
+
+def steps_are_timed(model: Any) -> bool:
+    """Whether the model's steps stamp their compute's end when traced under `call_stamping`:
+    only where later pulls overlap a compute (several steps per execution), on one replica
+    (each replica would stamp its own), and outside XLA (which compiles no staging op)."""
+    try:
+        return (
+            int(model.steps_per_execution) > 1
+            and model.jit_compile is False
+            and model.distribute_strategy.num_replicas_in_sync == 1
+        )
+    except Exception:  # a layout that changed: the execution's tail stands in (attribution)
+        return False
+
+
+def _timed_step(model: Any, step_function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(step_function)
+    def step(data: Any) -> Any:
+        outputs = step_function(data)
+        if not _local.active:
+            return outputs
+        tf = sys.modules["tensorflow"]
+        if tf.executing_eagerly() or not steps_are_timed(model):
+            return outputs
+        try:
+            return _stamp_end(tf, model, outputs)
+        except Exception as error:  # never into the user's step: it runs unstamped
+            emitter.report_once("tf.step.stamp", f"step compute not stamped: {error!r}")
+            return outputs
+
+    return step
+
+
+def _stamp_end(tf: Any, model: Any, outputs: Any) -> Any:
+    """`outputs` made to wait for a stamp taken once they exist and the optimizer's update is
+    done (its iteration count read: ordered after the update by the function's automatic
+    control dependencies)."""
+    tensors = [v for v in tf.nest.flatten(outputs, expand_composites=True) if tf.is_tensor(v)]
+    iterations = getattr(getattr(model, "optimizer", None), "iterations", None)
+    if iterations is not None:
+        tensors.append(tf.convert_to_tensor(iterations))
+    with tf.device("/CPU:0"), tf.control_dependencies(tensors):
+        ended = tf.timestamp()
+        written = _pulls_for(tf).stage(ended, tf.constant(_COMPUTE_END, tf.float64))
+    with tf.control_dependencies([written]):
+        return tf.nest.map_structure(lambda v: tf.identity(v) if tf.is_tensor(v) else v, outputs)
 
 
 # ------------------------------------------------------------- a custom loop's own worker's pulls
