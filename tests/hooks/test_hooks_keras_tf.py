@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -145,18 +146,28 @@ def test_steps_per_execution_spans_cover_the_steps_really_run(hooks: Collected) 
 
 
 def _records_polled(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """Every in-graph record the emitter polls from now on: pulls and compute ends."""
-    from gpuwhy.hooks import tfdata_wait
+    """Every in-graph record the emitter polls from now on: pulls and compute ends (the poller
+    the emitter already holds, bound to the process's record of pulls, or the one it will)."""
+    from gpuwhy.hooks import emitter, tfdata_wait
 
     seen: list[tuple[int, int]] = []
-    poll = tfdata_wait._Pulls.poll
 
-    def polled(self: Any) -> list[tuple[int, int]]:
-        records = poll(self)
-        seen.extend(records)
-        return records
+    def seen_by(poll: Callable[..., list[tuple[int, int]]]) -> Callable[..., list[tuple[int, int]]]:
+        def polled(*args: Any) -> list[tuple[int, int]]:
+            records = poll(*args)
+            seen.extend(records)
+            return records
 
-    monkeypatch.setattr(tfdata_wait._Pulls, "poll", polled)
+        return polled
+
+    monkeypatch.setattr(tfdata_wait._Pulls, "poll", seen_by(tfdata_wait._Pulls.poll))
+    pollers = [
+        seen_by(poller)
+        if isinstance(getattr(poller, "__self__", None), tfdata_wait._Pulls)
+        else poller
+        for poller in emitter._pollers
+    ]
+    monkeypatch.setattr(emitter, "_pollers", pollers)
     return seen
 
 
