@@ -162,6 +162,24 @@ def _steady_s(tmp_path: Path, slow_worker: int) -> float:
     return statistics.median(mark["steady_s_per_step"] for mark in marks)
 
 
+def _watched_reading(tmp_path: Path) -> tuple[float, float]:
+    """One run under gpuwhy: its ranks, steps and straggler checked; (share, phase_speedup)."""
+    report = _mwms_report(tmp_path)
+    rows = report["ranks"]["train"]
+    assert [(row["rank"], row["launcher"], row["world_size"]) for row in rows] == [
+        (0, "tf_config", 2),
+        (1, "tf_config", 2),
+    ]
+    for row in rows:
+        own = json.loads((tmp_path / "out" / f"worker{row['rank']}.json").read_text())
+        assert row["steps"] == own["steps"] == 40
+    assert report["phases"]["train"]["steps"] == 40
+    assert any(f["code"] == "INPUT_BOUND" for f in report["findings"])
+    (straggler,) = [f["evidence"] for f in report["findings"] if f["code"] == "STRAGGLER"]
+    assert straggler["rank"] == 1 and straggler["cause"] == "input", straggler
+    return report["phases"]["train"]["data_wait_fraction"], straggler["phase_speedup"]
+
+
 def test_tensorflow_multi_worker_ranks_come_from_tf_config(tmp_path: Path) -> None:
     """Two MultiWorkerMirroredStrategy workers (TF_CONFIG), a custom loop over a distributed
     dataset: each worker is a rank with its own steps. Worker 1's input is slow. Each pull also
@@ -170,7 +188,10 @@ def test_tensorflow_multi_worker_ranks_come_from_tf_config(tmp_path: Path) -> No
 
     Against the fix: worker 1 slow and no worker slow, alternated bare (2 pairs), each worker's
     own clock of its steady steps; gpuwhy's share of the phase and its STRAGGLER
-    `phase_speedup` are held to the data-wait family's 0.05 and 15 %.
+    `phase_speedup`, medians of three runs between them, are held to the data-wait family's
+    0.05 and 15 %. A run's collectives set its pace: the step with no slow input took 16.5-18.6
+    ms from run to run, and in one watched run (reading 60 ms a batch) 4 ms more than in those
+    around it: it read 0.06 low.
 
     Each step computes ~17 ms besides its two collectives: over steps of the collectives alone
     (~5 ms), a worker that arrived late to them ran its agreement and step 1.5-2 ms slower than
@@ -178,33 +199,22 @@ def test_tensorflow_multi_worker_ranks_come_from_tf_config(tmp_path: Path) -> No
     removes and no wait shows; there gpuwhy read 0.59-0.68 where the truth was 0.73-0.76."""
     slow: list[float] = []
     fast: list[float] = []
-    for pair in range(2):
-        for slow_worker in (1, -1) if pair % 2 == 0 else (-1, 1):
-            (slow if slow_worker == 1 else fast).append(_steady_s(tmp_path, slow_worker))
+    readings: list[tuple[float, float]] = []
+    for round_index in range(3):
+        if round_index < 2:
+            for slow_worker in (1, -1) if round_index % 2 == 0 else (-1, 1):
+                (slow if slow_worker == 1 else fast).append(_steady_s(tmp_path, slow_worker))
+        readings.append(_watched_reading(tmp_path / f"watched{round_index}"))
     share_truth = 1 - statistics.median(fast) / statistics.median(slow)
     speedup_truth = statistics.median(slow) / statistics.median(fast)
-
-    watched = tmp_path / "watched"
-    report = _mwms_report(watched)
-    rows = report["ranks"]["train"]
-    assert [(row["rank"], row["launcher"], row["world_size"]) for row in rows] == [
-        (0, "tf_config", 2),
-        (1, "tf_config", 2),
-    ]
-    for row in rows:
-        own = json.loads((watched / "out" / f"worker{row['rank']}.json").read_text())
-        assert row["steps"] == own["steps"] == 40
-    assert report["phases"]["train"]["steps"] == 40
-    assert any(f["code"] == "INPUT_BOUND" for f in report["findings"])
-    (straggler,) = [f["evidence"] for f in report["findings"] if f["code"] == "STRAGGLER"]
-    assert straggler["rank"] == 1 and straggler["cause"] == "input", straggler
-    share = report["phases"]["train"]["data_wait_fraction"]
+    share = statistics.median(share for share, _ in readings)
+    speedup = statistics.median(speedup for _, speedup in readings)
     print(
         f"\nshare truth {share_truth:.3f} gpuwhy {share:.3f}; speed-up truth "
-        f"{speedup_truth:.2f} gpuwhy {straggler['phase_speedup']:.2f}"
+        f"{speedup_truth:.2f} gpuwhy {speedup:.2f}; runs {readings}"
     )
     assert abs(share - share_truth) <= 0.05, (share, share_truth)
-    assert straggler["phase_speedup"] == pytest.approx(speedup_truth, rel=0.15)
+    assert speedup == pytest.approx(speedup_truth, rel=0.15)
 
 
 def test_tensorflow_multi_worker_agreement_on_the_data_is_no_input_wait(tmp_path: Path) -> None:
