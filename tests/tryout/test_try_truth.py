@@ -3,9 +3,8 @@ hand in the job's code, each job timing itself (medians of alternated full runs)
 
 The jobs (try_job.py) are real trainings whose input is slow in the stage `gpuwhy try` can
 change: a PyTorch DataLoader, a tf.data map under a custom GradientTape loop, and under Keras
-`fit`. The issue's bar: within 15 % of the truth (or inside the spread of the truth's own
-rounds, where the fix's effect varies that much). A compute-bound control must come out as
-"nothing to gain", never as a win.
+`fit`. The issue's bar: within 15 % of the truth's median. A compute-bound control must come
+out as "nothing to gain", never as a win (test_try_jobs.py).
 """
 
 from __future__ import annotations
