@@ -5,8 +5,8 @@ The truth: the same job with its slow read made free (`--read-ms 0`), alternated
 is, each worker timing its own steady steps (the steps gpuwhy keeps: all but the first epoch's
 first, which traces the train function); share = 1 - fast / slow, speed-up = slow / fast, medians
 over runs and workers. gpuwhy runs the job as is after each round of bare runs: its median
-share and `phase_speedup` are compared. Targets are the data-wait family's (docs/data-wait.md): 0.05
-of share, 15 % of speed-up. Before each worker's own pulls were stamped, the whole distributed
+share and `phase_speedup` are compared. Targets are the data-wait family's (docs/data-wait.md):
+0.05 of share, 15 % of speed-up. Before each worker's own pulls were stamped, the whole distributed
 pull was: it also waits for the other worker to reach its pull, and read 0.51-0.58 against a
 truth of 0.41 with 20 ms reads over 2 epochs (docs/distributed.md).
 """

@@ -9,8 +9,8 @@ over a `tf.data` pipeline whose `map` reads slowly (storage latency, `--read-ms`
 sharded across the workers by the strategy. The launcher prints each worker's final loss, in
 worker order, and exits with the first failing worker's code. Each worker stands for a node: the
 launcher keeps it to a core of its own where the machine has one for each. Sharing both cores of
-a 2-core machine, the workers' steady step over in-memory input took 9.5-12.9 ms from run to
-run; each on its own core, 9.8-10.9 ms (2026-11-29).
+a 2-core machine, the workers' steady step over in-memory input took 9.0-15.5 ms from run to
+run; each on its own core, 7.8-10.7 ms (2026-11-29).
 
     --read-ms MS   how late each batch is read (default 40)
     --epochs N     epochs of 8 steps (default 2)
