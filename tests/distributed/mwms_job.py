@@ -10,9 +10,12 @@ Each worker runs a custom training loop (`strategy.run` inside a `tf.function`, 
 all-reduced across the workers) over `strategy.experimental_distribute_dataset`; each replica's
 step first transforms its batch `--work` times through a 2048-wide layer of fixed weights (its
 compute: ~17 ms a step at 2 on that machine). Worker `--slow-worker` reads each batch `--read-ms`
-late (a `py_function` in its `map`). Each worker writes `OUT/worker{index}.json` with the steps
-it ran and its own clock of its steady steps (from the first step's end, which traced the step
-function, to the last's, per step).
+late (a `py_function` in its `map`), except the batches of `--free-steps` (ranges of steps from
+0, as `12-19,32-39`): those it reads free, the fix as it would run, the job's own truth of its
+fix in the same processes. Each worker writes `OUT/worker{index}.json` with the steps it ran and
+its own clock of its steady steps (from the first step's end, which traced the step function, to
+the last's, per step), and of its free steps past the first two of each range (by then the
+batches read ahead before the range are used up).
 """
 
 from __future__ import annotations
@@ -60,10 +63,18 @@ def work(args: argparse.Namespace) -> None:
         os.sched_setaffinity(0, {cores[index % len(cores)]})
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     read_s = args.read_ms / 1000 if index == args.slow_worker else 0.0
+    free = _steps(args.free_steps)
+    reads = [0]  # the slow worker's reads so far: the step of each, even one read ahead
+
+    def slow_read(batch: tf.Tensor) -> tf.Tensor:
+        if reads[0] not in free:
+            time.sleep(read_s)
+        reads[0] += 1
+        return batch
 
     def read(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         if read_s:
-            x = tf.py_function(lambda t: (time.sleep(read_s), t)[1], [x], tf.float32)
+            x = tf.py_function(slow_read, [x], tf.float32)
             x.set_shape((None, 16))
         return x, y
 
@@ -106,9 +117,25 @@ def work(args: argparse.Namespace) -> None:
         steps += 1
         ends.append(time.perf_counter())
     steady_s = (ends[-1] - ends[0]) / (steps - 1)
+    free_steps = [i for i in range(1, steps) if {i, i - 1, i - 2} <= free]
+    free_s = [ends[i] - ends[i - 1] for i in free_steps]
     args.out.mkdir(parents=True, exist_ok=True)
-    mark = {"index": index, "steps": steps, "steady_s_per_step": steady_s}
+    mark = {
+        "index": index,
+        "steps": steps,
+        "steady_s_per_step": steady_s,
+        "free_s_per_step": sum(free_s) / len(free_s) if free_s else None,
+    }
     (args.out / f"worker{index}.json").write_text(json.dumps(mark))
+
+
+def _steps(ranges: str) -> frozenset[int]:
+    """`12-19,32-39` as the steps it names."""
+    steps: set[int] = set()
+    for part in filter(None, ranges.split(",")):
+        first, _, last = part.partition("-")
+        steps.update(range(int(first), int(last or first) + 1))
+    return frozenset(steps)
 
 
 def main() -> None:
@@ -118,6 +145,7 @@ def main() -> None:
     parser.add_argument("--slow-worker", type=int, default=1)
     parser.add_argument("--read-ms", type=float, default=40.0)
     parser.add_argument("--work", type=int, default=2, help="compute: 2048-wide layers a step")
+    parser.add_argument("--free-steps", default="", help="steps whose slow reads are free")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if args.worker:
