@@ -19,7 +19,7 @@ run; each on its own core, 6.6-25 ms over one day (2026-11-29), steady within ea
                    each later one from its first batch's start, to its last batch's end
     --free-epochs  epochs (from 0, comma-separated) whose reads are free: the job's own truth
                    of its fix, taken in the same processes as the job as is (--clock then
-                   prints the steady steps of the slow and of the free epochs apart)
+                   also prints the free epochs' steady steps apart)
 """
 
 from __future__ import annotations
@@ -122,8 +122,8 @@ def work(read_s: float, epochs: int, clock: bool, free_epochs: frozenset[int]) -
         raise SystemExit(f"{reads[0]} reads in {epochs} epochs of {steps} steps")
     if clock:
         marks[0] = marks[0][1:]  # the first epoch's steady steps begin as its first one ends
-        for kind, free in (("", False), (" free", True)):
-            kept = [epoch for index, epoch in enumerate(marks) if (index in free_epochs) == free]
+        free = [epoch for index, epoch in enumerate(marks) if index in free_epochs]
+        for kind, kept in (("", marks), (" free", free)):
             if kept:
                 steady_s = sum(epoch[-1] - epoch[0] for epoch in kept)
                 per_step = steady_s / sum(len(epoch) - 1 for epoch in kept)
