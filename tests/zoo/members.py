@@ -195,7 +195,7 @@ MEMBERS = (
         "Keras 2 (tf_keras) fit + callbacks over a slow tf.data map",
         "tf_keras_fit.py",
         "keras-tensorflow",
-        {"train": 20, "validation": 10, "evaluate": 5, "predict": 10},
+        {"train": 20, "validation": 20, "evaluate": 10, "predict": 10},
         {"train": True, "validation": True, "evaluate": True, "predict": True},
         env={"TF_USE_LEGACY_KERAS": "1"},
         needs=("tf_keras", "tensorflow"),
