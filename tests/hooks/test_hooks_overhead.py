@@ -79,23 +79,33 @@ def test_the_in_graph_pull_stamps_cost_microseconds_per_batch(hooks: Collected) 
 
         return pull
 
-    def per_batch_us(stamped: bool) -> float:
+    def prepared(stamped: bool) -> Callable[[], float]:
+        """µs per batch of one block of 500 pulls, timed with the delivery that drains them."""
         pull, iterator = pulling(), iter(numbers)
         call = tfdata_wait.call_stamping if stamped else (lambda f, *a: f(*a))
         made = tfdata_wait.made()
         call(pull, iterator)  # traced here
         assert (tfdata_wait.made() > made) == stamped
         emitter.flush(5.0)  # the first pull drained, outside the timing
-        best = float("inf")
-        for _ in range(5):
+
+        def block() -> float:
             started = time.perf_counter()
             for _ in range(500):
                 call(pull, iterator)
             emitter.flush(5.0)
-            best = min(best, (time.perf_counter() - started) / 500 * 1e6)
-        return best
+            return (time.perf_counter() - started) / 500 * 1e6
 
-    plain, stamped = per_batch_us(False), per_batch_us(True)
+        return block
+
+    # Blocks alternated (a machine that slows partway weighs on both), the best of each: timed
+    # five plain blocks, then five stamped, a CI run once read 130 µs, where bench/hook_cost.py's
+    # alternated rounds read a few (docs/performance.md).
+    blocks = {False: prepared(False), True: prepared(True)}
+    best = {False: float("inf"), True: float("inf")}
+    for round_index in range(7):
+        for stamped in (False, True) if round_index % 2 == 0 else (True, False):
+            best[stamped] = min(best[stamped], blocks[stamped]())
+    plain, stamped = best[False], best[True]
     cost = stamped - plain
     print(f"\nin-graph pull stamps: {cost:.1f} us per batch ({plain:.1f} -> {stamped:.1f})")
     assert cost < 100
