@@ -4,9 +4,10 @@ Wall and CPU time per step (hook_cost.py) move with everything else the machine 
 instructions a step executes do not. This runs hook_cost.py's short-step PyTorch loop (and, with
 `--jobs torch keras`, its Keras one) under `valgrind --tool=cachegrind --cache-sim=no`, bare and
 with the hooks installed, each at two lengths; the slope between them is the instructions per
-step, free of start-up and import. A fixed hash seed, one BLAS and OpenMP thread, and records
-delivered once at the end (on the calling thread, as `flush()` does: the flusher's timing under
-valgrind's slow clock would count) keep the counts repeatable. The hooked count includes
+step, free of start-up and import. A fixed hash seed, one BLAS and OpenMP thread (and one in
+each of TensorFlow's pools), and records delivered once at the end (on the calling thread, as
+`flush()` does: the flusher's timing under valgrind's slow clock would count) keep the counts
+repeatable. The hooked count includes
 attributing and encoding the step's records, as `gpuwhy run`'s socket would receive them.
 
 `--against REV` counts another revision's hooks in the same run (a git worktree of it), so a
@@ -43,7 +44,8 @@ METHOD = (
     "hook_cost.py's short-step jobs under valgrind's cachegrind: instructions per step, the "
     "slope between runs of {few} and {many} steps (start-up and imports cancel out). Hooked: "
     "`auto.install({{}})`, each step's records attributed and encoded as for `gpuwhy run`'s "
-    "socket. Within one run a count repeats to a few instructions a step, but between runs of "
+    "socket. TensorFlow runs with one thread in each of its pools (idle pool threads spin, by "
+    "timing). Within one run a count repeats to a few instructions a step, but between runs of "
     "this script the same code's counts moved by up to ~7k a step, bare and hooked alike "
     "(likely where the interpreter's objects land, which changes its hashing), and a revision "
     "counted from a worktree read ~2k a step more than the same code counted in place "
@@ -76,6 +78,10 @@ def count(job: str, steps: int, hooked: bool, src: Path) -> int:
     env.pop("GPUWHY_SOCKET", None)
     if job == "keras":
         env.setdefault("KERAS_BACKEND", "tensorflow")
+        # One thread in each of TensorFlow's pools: idle pool threads spin looking for work,
+        # and what they spin depends on timing (the same hooked Keras job counted 122k and
+        # 204k a step more than bare in two runs with the default pools; 127k with one thread).
+        env.update(TF_NUM_INTEROP_THREADS="1", TF_NUM_INTRAOP_THREADS="1")
     command = [
         "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
         sys.executable, str(Path(__file__).resolve()),

@@ -85,7 +85,7 @@ BENCHES = (
     Bench(
         "hook_instructions",
         "hook_instructions.py",
-        ("--repeat", "2"),
+        ("--jobs", "torch", "keras", "--repeat", "2"),
         ("--repeat", "1", "--steps", "20", "220"),
         "The hooks' cost in instructions per step (valgrind)",
     ),
