@@ -7,8 +7,8 @@ with the hooks installed, each at two lengths; the slope between them is the ins
 step, free of start-up and import. A fixed hash seed, one BLAS and OpenMP thread (and one in
 each of TensorFlow's pools), and records delivered once at the end (on the calling thread, as
 `flush()` does: the flusher's timing under valgrind's slow clock would count) keep the counts
-repeatable. The hooked count includes
-attributing and encoding the step's records, as `gpuwhy run`'s socket would receive them.
+repeatable. The hooked count includes attributing and encoding the step's records, as
+`gpuwhy run`'s socket would receive them.
 
 `--against REV` counts another revision's hooks in the same run (a git worktree of it), so a
 change to the hooks is judged side by side. Needs valgrind (`apt install valgrind`); each job
