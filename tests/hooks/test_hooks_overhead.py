@@ -14,7 +14,7 @@ from hookspans import Collected
 
 from gpuwhy.hooks import auto, emitter
 
-pytestmark = pytest.mark.timing  # measures wall-clock time: runs alone (scripts/test.sh)
+pytestmark = [pytest.mark.timing, pytest.mark.alone]  # microseconds of wall-clock time
 
 
 STEP_BUDGET_NS = 20_000  # bench/hook_cost.py: "at most 20 µs of gpuwhy per step"

@@ -29,7 +29,7 @@ import pytest
 from support import ROOT
 
 pytest.importorskip("torch")
-pytestmark = [pytest.mark.slow, pytest.mark.timing]  # the truth is wall time, alternated
+pytestmark = [pytest.mark.slow, pytest.mark.timing, pytest.mark.alone]  # wall time, alternated
 
 JOB = Path(__file__).resolve().parent / "scripts" / "torch_busy_cores.py"
 CORES = 2
