@@ -421,3 +421,42 @@ def test_the_dataset_keras_iterates_is_the_users_own(
     assert counts(hooks)["train"] == (6, 6, 6)
     auto.uninstall()
     assert hooked == iterated()
+
+
+@pytest.mark.parametrize("count", [1, 31, 32, 40])
+def test_the_record_of_pulls_is_read_back_whole_in_one_drain(
+    count: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pulls staged by a compiled loop come back in the order staged, whether taken one by one
+    or (from `DRAIN_CALL_FROM`) the blocks by the compiled drain: a pull's wait, a compute's
+    end, none for an Optional that found the data's end."""
+    from gpuwhy.hooks import tfdata_wait
+    from gpuwhy.hooks.attribution import COMPUTE_END
+
+    # An area of its own: the process's is drained by the emitter's flusher.
+    area = {**tfdata_wait._AREA, "shared_name": f"gpuwhy_pulls_test_{count}"}
+    monkeypatch.setattr(tfdata_wait, "_AREA", area)
+    pulls = tfdata_wait._Pulls(tf)
+    expected: list[tuple[int, int | None]] = []  # (seconds after the first, wait in µs)
+    for i in range(count):
+        request = 1_000.0 + i
+        if i % 5 == 3:
+            delivery, expect = tfdata_wait._COMPUTE_END, None
+        elif i % 7 == 6:
+            delivery, expect = tfdata_wait._NO_ELEMENT, -1
+        else:
+            delivery, expect = request + (i + 1) / 1_000, (i + 1) * 1_000
+        pulls.stage(tf.constant(request, tf.float64), tf.constant(delivery, tf.float64))
+        if expect != -1:
+            expected.append((i, expect))
+    records = pulls.poll()
+    first = records[0][0] - expected[0][0] * 10**9
+    read = [
+        (
+            round((request - first) / 1e9),
+            None if end == COMPUTE_END else round((end - request) / 1e3),
+        )
+        for request, end in records
+    ]
+    assert read == expected
+    assert pulls.poll() == []  # nothing left behind
