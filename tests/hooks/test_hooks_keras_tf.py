@@ -424,19 +424,17 @@ def test_the_dataset_keras_iterates_is_the_users_own(
 
 
 @pytest.mark.parametrize("count", [1, 31, 32, 40])
-def test_the_record_of_pulls_is_read_back_whole_in_one_drain(
-    count: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_record_of_pulls_is_read_back_whole_in_one_drain(count: int) -> None:
     """Pulls staged by a compiled loop come back in the order staged, whether taken one by one
     or (from `DRAIN_CALL_FROM`) the blocks by the compiled drain: a pull's wait, a compute's
     end, none for an Optional that found the data's end."""
     from gpuwhy.hooks import tfdata_wait
     from gpuwhy.hooks.attribution import COMPUTE_END
 
-    # An area of its own: the process's is drained by the emitter's flusher.
+    # An area of its own: the process's is drained by the emitter's flusher, which would
+    # take these pulls (and its compiled drain then wait on its own area for them).
     area = {**tfdata_wait._AREA, "shared_name": f"gpuwhy_pulls_test_{count}"}
-    monkeypatch.setattr(tfdata_wait, "_AREA", area)
-    pulls = tfdata_wait._Pulls(tf)
+    pulls = tfdata_wait._Pulls(tf, area)
     expected: list[tuple[int, int | None]] = []  # (seconds after the first, wait in µs)
     for i in range(count):
         request = 1_000.0 + i

@@ -68,15 +68,16 @@ _local = _Local()
 class _Pulls:
     """The process's in-graph record of pulls, and its reader."""
 
-    def __init__(self, tf: Any) -> None:
+    def __init__(self, tf: Any, area: dict[str, Any] | None = None) -> None:
         self.tf = tf
+        self.area = _AREA if area is None else area  # the staging area's attributes
         self.pair = [tf.float64, tf.float64]  # (request, delivery) seconds
         self.eager: deque[tuple[int, int]] = deque()  # pulls of a loop run eagerly
         self._drain: Any = None  # a tf.function
 
     def stage(self, requested: Any, delivered: Any) -> Any:
         """The op that records one pull (traced on the CPU, as its reader runs)."""
-        return self.tf.raw_ops.Stage(values=[requested, delivered], **_AREA)
+        return self.tf.raw_ops.Stage(values=[requested, delivered], **self.area)
 
     def poll(self) -> list[tuple[int, int]]:
         """New pulls as monotonic-ns (request, delivery) pairs; called by the emitter, under
@@ -87,7 +88,7 @@ class _Pulls:
             pulls.append(self.eager.popleft())
         tf = self.tf
         with tf.device("/CPU:0"):
-            count = int(tf.raw_ops.StageSize(dtypes=self.pair, **_AREA))
+            count = int(tf.raw_ops.StageSize(dtypes=self.pair, **self.area))
             if count == 0:
                 return pulls
             seconds: list[tuple[float, float]] = []
@@ -98,7 +99,7 @@ class _Pulls:
                     zip(requests.numpy().tolist(), deliveries.numpy().tolist(), strict=True)
                 )
             for _ in range(count - blocks * DRAIN_BLOCK):  # one by one
-                request_s, delivery_s = tf.raw_ops.Unstage(dtypes=self.pair, **_AREA)
+                request_s, delivery_s = tf.raw_ops.Unstage(dtypes=self.pair, **self.area)
                 seconds.append((float(request_s), float(delivery_s)))
         # tf.timestamp is wall-clock seconds; spans use the monotonic clock.
         offset_ns = time.time_ns() - time.monotonic_ns()
@@ -130,10 +131,10 @@ class _Pulls:
         one call (the area has no batch read; an eager take costs ~15 µs a pull, the loop's
         ~1-2 µs: an iteration costs more than a pull taken, so it takes a block)."""
         if self._drain is None:
-            tf, pair = self.tf, self.pair
+            tf, pair, area = self.tf, self.pair, self.area
 
             def take(i: Any, requests: Any, deliveries: Any) -> tuple[Any, Any, Any]:
-                pulls = [tf.raw_ops.Unstage(dtypes=pair, **_AREA) for _ in range(DRAIN_BLOCK)]
+                pulls = [tf.raw_ops.Unstage(dtypes=pair, **area) for _ in range(DRAIN_BLOCK)]
                 return (
                     i + 1,
                     requests.write(i, tf.stack([request for request, _ in pulls])),
