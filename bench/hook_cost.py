@@ -35,6 +35,7 @@ import datetime as dt
 import importlib.util
 import itertools
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -290,12 +291,22 @@ def generator_hooks(calls: int) -> list[Hook]:
 
 def loader_hooks(calls: int) -> list[Hook]:
     """(g) the same iterator class on this interpreter: before Python 3.12 its reads are timed
-    through its own `__next__`, patched (legacy_reads.py)."""
-    hooks = generator_hooks(calls)[1:]
+    through its own `__next__`, patched (legacy_reads.py); and there the same generator too,
+    through a profile function on the loop's thread (legacy_generator.py), kept here whatever
+    it costs (its budget lifted): a read and a step under it, the floor of what it costs."""
     version = f"Python {sys.version_info[0]}.{sys.version_info[1]}"
-    how = "sys.monitoring" if sys.version_info >= (3, 12) else "its `__next__` patched"
-    step = f"+ `tracker.boundary` (a plain loop's step, {version}: {how})"
-    return [replace(hook, label=f"an iterator class's `__next__` {step}") for hook in hooks]
+    generator, loader = generator_hooks(calls)
+    if sys.version_info >= (3, 12):
+        step = f"+ `tracker.boundary` (a plain loop's step, {version}: sys.monitoring)"
+        return [replace(loader, label=f"an iterator class's `__next__` {step}")]
+    from gpuwhy.hooks import legacy_generator
+
+    legacy_generator.BUDGET = math.inf
+    step = f"+ `tracker.boundary` (a plain loop's step, {version}"
+    return [
+        replace(loader, label=f"an iterator class's `__next__` {step}: its `__next__` patched)"),
+        replace(generator, label=f"a generator's read {step}: a profile function kept)"),
+    ]
 
 
 def torch_hooks(calls: int) -> list[Hook]:

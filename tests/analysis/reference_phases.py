@@ -213,6 +213,22 @@ def _rounds(phase_spans: list[Interval], extent: IntervalSet) -> list[Interval]:
     return [(a, b) for a, b in rounds] or list(extent.intervals)
 
 
+def _watched_ns(steady: _Steady, waits: list[Interval]) -> int:
+    """The steady steps' windows (from the step before's end, or the steady interval's start,
+    to the step's end) in which a wait ends, summed."""
+    total = 0
+    for begin, end in steady.intervals:
+        previous = begin
+        for step in sorted(
+            (s for s in steady.steps if begin <= s.start_ns < end), key=lambda s: s.start_ns
+        ):
+            until = max(min(step.end_ns, end), previous)
+            if any(previous <= wait_end < until for _, wait_end in waits):
+                total += until - previous
+            previous = until
+    return total
+
+
 def _durations(spans: Iterable[Span]) -> list[tuple[float, int]]:
     return [((s.end_ns - s.start_ns) / max(s.steps, 1) / NS_PER_S, max(s.steps, 1)) for s in spans]
 
@@ -281,9 +297,14 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int) -> PhaseStats:
     ]
     gap_ns = sum(gaps_ns) / len(gaps_ns) if gaps_ns else 0.0
     # A STEP without its WAIT is unknown, never zero (docs/hooks.md): the fraction is measured
-    # only where WAITs exist, and `coverage` says for what share of the steps.
+    # only where WAITs exist, and `coverage` says for what share of the steps; one process's
+    # steady wait, timed in part of its steady steps, is read over those.
     step_spans = sum(len(spans) for spans in entry.steps.values())
     wait_spans = sum(len(waits) for waits in entry.waits.values())
+    if 0 < wait_spans < step_spans and busiest is not None and pids == {waiting}:
+        watched_ns = _watched_ns(busiest, entry.waits.get(waiting, []))
+        if 0 < watched_ns < steady_ns:
+            steady_wait *= steady_ns / watched_ns
     measured = wait_spans > 0
     coverage = min(wait_spans / step_spans, 1.0) if step_spans else (1.0 if measured else None)
     return PhaseStats(

@@ -109,10 +109,16 @@ def test_a_step_without_its_wait_is_unknown_and_a_zero_wait_is_zero() -> None:
     zeros = [Span("train", SpanKind.WAIT, s.start_ns, s.start_ns, step=s.step) for s in steps]
     timed = phase_stats(steps + zeros, 0, S)["train"]
     assert timed.data_wait_fraction == 0.0 and timed.data_wait_coverage == 1.0
-    # Half the steps timed: what was measured counts, and the coverage says how much.
+    # Four steps of ten timed (a loop's generator found late): the 50 ms they waited is read
+    # over their 400 ms, not over the untimed steps' time too, and the coverage says how much.
     half = phase_stats(steps + zeros[:4] + [Span("train", SpanKind.WAIT, 0, 50 * MS)], 0, S)
-    assert half["train"].data_wait_fraction == pytest.approx(0.05)
+    assert half["train"].data_wait_fraction == pytest.approx(0.125)
+    assert half["train"].steady_data_wait_s == pytest.approx(0.125)
+    assert half["train"].data_wait_s == pytest.approx(0.05)  # what was measured
     assert half["train"].data_wait_coverage == pytest.approx(0.5)
+    # The timed steps last in the phase (a generator found three steps in), waiting half of each.
+    late = [Span("train", SpanKind.WAIT, s.start_ns, s.start_ns + 50 * MS) for s in steps[3:]]
+    assert phase_stats(steps + late, 0, S)["train"].data_wait_fraction == pytest.approx(0.5)
 
 
 def test_resume_is_the_time_from_a_phase_interval_to_the_next_step() -> None:

@@ -28,12 +28,14 @@ HOOKS = (
     # an iterator class's reads on this interpreter (before 3.12: through its patched `__next__`)
     "patched)" if sys.version_info < (3, 12) else "sys.monitoring)",
 )
+if sys.version_info < (3, 12):  # and a generator's, through a profile function on the thread
+    HOOKS = (*HOOKS, "a profile function kept)")
 # The generator and iterator class reads' hooks run where scripts/test-envs.sh found a Python
 # 3.12 (the bench's default --python312); without one the bench says so in a note.
 if machine.PY312.exists():
     HOOKS = (
         *HOOKS,
-        "generator's read",
+        "generator's read + `tracker.boundary` (a plain loop's step, Python 3.12)",
         "`__next__` + `tracker.boundary` (a plain loop's step, Python 3.12)",
     )
 JOBS = ("PyTorch loop", "Keras `fit` on tensorflow")

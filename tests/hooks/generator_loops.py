@@ -5,10 +5,15 @@ Steps are bounded by `tracker.boundary`, the call a torch optimizer step or a JA
 step makes (framework_hooks.py, jax_steps.py); the loop's reads are found and timed by
 generator_pulls.py through `sys.monitoring` (before 3.12: legacy_reads.py). Prints one JSON
 line: the spans the emitter delivered (kind, start, end, steps), the kinds of its events, and
-which monitoring tool ids gpuwhy still holds.
+which monitoring tool ids gpuwhy still holds, and the reasons its events give.
 
     python generator_loops.py SHAPE     loop | accumulate | list | wrapped | thread | taken |
-                                        counted | stepwise | late | class | class-stepwise
+                                        counted | stepwise | late | class | class-stepwise |
+                                        costly | brief | own-profiler
+
+costly: steps of no sleep, each making a few thousand Python calls (a short step of much host
+work); brief: a loop of four steps, which ends before the trial of its watch does (before
+Python 3.12); own-profiler: the job sets a profile function of its own in its fourth step.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import time
 from collections.abc import Iterable, Iterator
 
 from gpuwhy.hooks import emitter, generator_pulls, tracker
-from gpuwhy.model import Span
+from gpuwhy.model import Event, Span
 
 READ_S, COMPUTE_S, BATCHES, EPOCHS = 0.005, 0.002, 10, 2
 
@@ -56,12 +61,32 @@ def progress(items: Iterable[int], bar: list[int]) -> Iterator[int]:
         yield item
 
 
-def optimizer_step() -> None:
-    time.sleep(COMPUTE_S)
+def optimizer_step(compute_s: float = COMPUTE_S) -> None:
+    time.sleep(compute_s)
     tracker.boundary(tracker.clock())
 
 
+def host_work(calls: int) -> int:
+    """A step's host work of `calls` small Python calls (layers, hooks)."""
+    return sum(abs(index) for index in range(calls))
+
+
 def loop(shape: str) -> None:
+    if shape == "costly":
+        for _ in batches(BATCHES * EPOCHS, 0.0):
+            host_work(2000)
+            optimizer_step(0.0)
+        return
+    if shape == "own-profiler":
+        for index, _ in enumerate(batches(BATCHES * EPOCHS)):
+            if index == 3:
+                sys.setprofile(lambda frame, event, arg: None)
+            optimizer_step()
+        return
+    if shape == "brief":
+        for _ in batches(4):
+            optimizer_step()
+        return
     if shape == "late":  # steps before the loop reads anything (warm-up calls of the step)
         for _ in range(6):
             optimizer_step()
@@ -91,10 +116,10 @@ def loop(shape: str) -> None:
 def main() -> None:
     shape = sys.argv[1]
     delivered: list[Span] = []
-    events: list[str] = []
+    events: list[Event] = []
     emitter.configure(
         lambda batch: [
-            delivered.append(r) if isinstance(r, Span) else events.append(r.kind) for r in batch
+            delivered.append(r) if isinstance(r, Span) else events.append(r) for r in batch
         ]
     )
     if shape == "taken":  # another tool (a debugger, a profiler) holds both free ids
@@ -117,7 +142,10 @@ def main() -> None:
     held = [tool for tool in range(6) if monitoring and monitoring.get_tool(tool) == "gpuwhy"]
     spans = [(s.kind.name, s.start_ns, s.end_ns, s.steps) for s in delivered]
     profiled = sys.getprofile() is not None  # the search's profile function stayed on
-    result = {"spans": sorted(spans, key=lambda s: s[1]), "held": held, "events": events}
+    kinds = [event.kind for event in events]
+    reasons = [str(event.data.get("reason")) for event in events if "reason" in event.data]
+    result = {"spans": sorted(spans, key=lambda s: s[1]), "held": held, "events": kinds}
+    result["reasons"] = reasons
     print(json.dumps({**result, "profiled": profiled}))
 
 

@@ -1,7 +1,8 @@
 """A plain loop's own generator, timed through `sys.monitoring` (generator_pulls.py): real loops
 run by a Python 3.12 interpreter (generator_loops.py), their steps bounded by the call a torch
-optimizer step or a JAX train step makes; and before 3.12 (legacy_reads.py), by Python 3.10.
-The zoo runs a real Flax loop the same way."""
+optimizer step or a JAX train step makes; and before 3.12 (legacy_reads.py,
+legacy_generator.py), by Python 3.10. The zoo runs real Flax, JAX and torch loops the same
+way."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from gpuwhy.hooks import legacy_generator
 from support import ROOT, framework_env
 
 JOB = Path(__file__).resolve().parent / "generator_loops.py"
@@ -22,6 +24,8 @@ STEPS = BATCHES * EPOCHS - 1  # optimizer steps bound the steps: the last one ne
 # Reads found in the second step (the first one to end without a timed read), timed from the
 # third: every later step has its read.
 TIMED = STEPS - 2
+# Before 3.12 a generator's watch is kept only after a trial of three whole steps.
+TIMED_AFTER_TRIAL = TIMED - legacy_generator.TRIAL_STEPS
 
 
 def run_loops(
@@ -167,14 +171,49 @@ def test_before_3_12_an_iterator_class_s_reads_are_timed(shape: str, python: str
 
 @pytest.mark.parametrize("python", _pythons_before_3_12())
 @pytest.mark.parametrize("shape", ["loop", "stepwise", "wrapped"])
-def test_before_3_12_a_generator_s_wait_is_unknown_and_the_report_says_why(
+def test_before_3_12_a_generator_s_reads_are_timed_where_that_costs_little(
     shape: str, python: str
 ) -> None:
+    """The loop thread's profile function, kept after its trial: a few calls a step of 7 ms."""
     result = run_job(shape, _python(python))
     spans = [tuple(s) for s in result["spans"]]
+    steps, waits = _of(spans, "STEP"), _of(spans, "WAIT")  # type: ignore[arg-type]
+    assert len(steps) == STEPS and len(waits) == TIMED_AFTER_TRIAL, [_ms(w) for w in waits]
+    _covers_the_reads_only(steps[-TIMED_AFTER_TRIAL:], waits)
+    assert result["events"] == ["input"] and result["profiled"] is True
+
+
+@pytest.mark.parametrize("python", _pythons_before_3_12())
+def test_before_3_12_a_costly_watch_is_removed_and_the_report_says_what_it_would_cost(
+    python: str,
+) -> None:
+    # Steps of 0.3-0.4 ms making ~8,000 Python and C calls each: watching costs more than them.
+    result = run_job("costly", _python(python))
+    spans = [tuple(s) for s in result["spans"]]
     assert len(_of(spans, "STEP")) == STEPS and not _of(spans, "WAIT")  # type: ignore[arg-type]
-    assert result["events"] == ["data_wait_unavailable"]  # "wrap it in gpuwhy.iterate(...)"
-    assert result["profiled"] is False
+    assert result["events"] == ["data_wait_unavailable"] and result["profiled"] is False
+    (reason,) = result["reasons"]
+    assert "would cost" in reason and "gpuwhy.iterate(...)" in reason, reason
+
+
+@pytest.mark.parametrize("python", _pythons_before_3_12())
+@pytest.mark.parametrize(
+    ("shape", "said", "profiled"),
+    [
+        # the job sets its own profile function during the trial: it stays, and ours goes
+        pytest.param("own-profiler", "profiler of its own", True, id="own-profiler"),
+        # a loop of four steps ends before the trial does
+        pytest.param("brief", "the job ended before", False, id="brief"),
+    ],
+)
+def test_before_3_12_a_trial_cut_short_says_the_wait_is_unknown_and_why(
+    shape: str, said: str, profiled: bool, python: str
+) -> None:
+    result = run_job(shape, _python(python))
+    assert not _of([tuple(s) for s in result["spans"]], "WAIT")  # type: ignore[arg-type]
+    assert result["events"] == ["data_wait_unavailable"] and result["profiled"] is profiled
+    (reason,) = result["reasons"]
+    assert said in reason, reason
 
 
 @pytest.mark.parametrize("python", _pythons_before_3_12())

@@ -51,6 +51,7 @@ from gpuwhy.analysis.steady import (
     steady_state,
     steady_step_windows,
     steady_wait_ns,
+    watched_steady_ns,
 )
 from gpuwhy.model import NS_PER_S, SpanKind
 
@@ -271,6 +272,14 @@ def _phase_stats(
         )
         if together is not None:
             steady_wait = max(steady_wait, together)
+    # A STEP without its WAIT is unknown, never zero (docs/hooks.md): where one process's
+    # steady steps were timed only in part, their wait is read over the timed ones.
+    step_spans = sum(len(runs) for runs in entry.steps.values())
+    wait_spans = sum(len(runs) for runs in entry.waits.values())
+    if 0 < wait_spans < step_spans and busiest is not None and pids == {busiest_pid}:
+        watched_ns = watched_steady_ns(waits[busiest_pid], busiest)
+        if 0 < watched_ns < busiest.time_ns:
+            steady_wait *= busiest.time_ns / watched_ns
     # One process's wait (or the slowest rank's) has a longest stretch; an average over a
     # stepping process and a reader's has none (0: no stall is told apart).
     lone = len(ranks) >= 2 or pids <= {busiest_pid}
@@ -285,10 +294,8 @@ def _phase_stats(
     processes = _processes(entry, steady, waits, (p50, p95))
     gaps_ns = [step_gaps_ns(entry.steps[pid], waits[pid], extent) for pid in entry.steps]
     gap_ns = sum(gaps_ns) / len(gaps_ns) if gaps_ns else 0.0
-    # A STEP without its WAIT is unknown, never zero (docs/hooks.md): the fraction is measured
-    # only where WAITs exist, and `coverage` says for what share of the steps.
-    step_spans = sum(len(runs) for runs in entry.steps.values())
-    wait_spans = sum(len(runs) for runs in entry.waits.values())
+    # The fraction is measured only where WAITs exist, and `coverage` says for what share of
+    # the steps.
     measured = wait_spans > 0
     coverage = min(wait_spans / step_spans, 1.0) if step_spans else (1.0 if measured else None)
     return PhaseStats(

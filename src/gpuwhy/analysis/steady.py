@@ -286,6 +286,20 @@ def steady_step_windows(steady: SteadyState) -> list[Interval]:
     return windows
 
 
+def watched_steady_ns(waits: SortedRuns, steady: SteadyState) -> int:
+    """The time of the steady steps whose input was timed: the windows (`steady_step_windows`)
+    in which a wait ends (a zero one at a step's start included). A step without its WAIT has
+    an unknown wait, never zero: the steps before a loop's own generator was found, a few steps
+    in (generator_pulls.py)."""
+    ends = waits.ends
+    total = 0
+    for begin, end in steady_step_windows(steady):
+        k = bisect.bisect_left(ends, begin)
+        if k < len(ends) and ends[k] < end:
+            total += end - begin
+    return total
+
+
 def lockstep_wait_ns(
     windows: Sequence[Sequence[Interval]], waits: Sequence[SortedRuns]
 ) -> int | None:

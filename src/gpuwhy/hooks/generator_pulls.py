@@ -22,9 +22,10 @@ unknown. On Python 3.12 and later, `sys.monitoring` can watch one function's cod
   times them all. A few microseconds a read; code elsewhere runs unwatched.
 
 Before Python 3.12 the search runs through the loop thread's profile function, an iterator
-class found is timed by its own `__next__`, patched, and a generator found stays unwatched: its
-phase's wait is reported unknown, with the fix (legacy_reads.py). Not found (the loop reads a
-list): nothing is watched, and the wait stays unknown, as before.
+class found is timed by its own `__next__`, patched (legacy_reads.py), and a generator found by
+a profile function on the loop's thread where a trial shows it costs at most 1 % of a step
+(legacy_generator.py; else its phase's wait is reported unknown, with the cost and the fix).
+Not found (the loop reads a list): nothing is watched, and the wait stays unknown, as before.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import threading
 from types import CodeType, FrameType
 from typing import Any
 
-from gpuwhy.hooks import emitter, input_pipelines, legacy_reads, tracker
+from gpuwhy.hooks import emitter, input_pipelines, legacy_generator, legacy_reads, tracker
 from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST
 from gpuwhy.hooks.iterators import busy_bits
 
@@ -56,10 +57,6 @@ _STACK_DEPTH = 64
 _GENERATOR = 0x20  # inspect.CO_GENERATOR
 _FOR_ITER, _CACHE = opcode.opmap["FOR_ITER"], opcode.opmap.get("CACHE", -1)  # (no CACHE: 3.10)
 _CALLS = frozenset(opcode.opmap[n] for n in ("CALL", "CALL_FUNCTION") if n in opcode.opmap)
-_GENERATOR_UNWATCHED = (
-    "the loop reads a Python generator, whose reads gpuwhy times from Python 3.12 on: "
-    "wrap it in gpuwhy.iterate(...) to time them here"
-)
 
 
 class _Watch:
@@ -83,15 +80,12 @@ class _Watch:
 _watch = _Watch()
 
 
-def available() -> bool:
-    """Whether a loop's generator can be watched here (an iterator class can on any Python)."""
-    return sys.version_info >= (3, 12)
-
-
 def install() -> None:
     """Look for a plain loop's generator once its steps show no timed read."""
     if _unfed_step not in tracker.on_unfed_step:
         tracker.on_unfed_step.append(_unfed_step)
+    if legacy_generator.job_ended not in tracker.before_finalize:
+        tracker.before_finalize.append(legacy_generator.job_ended)
 
 
 def uninstall() -> None:
@@ -99,14 +93,20 @@ def uninstall() -> None:
     global _watch
     if _unfed_step in tracker.on_unfed_step:
         tracker.on_unfed_step.remove(_unfed_step)
+    if legacy_generator.job_ended in tracker.before_finalize:
+        tracker.before_finalize.remove(legacy_generator.job_ended)
     watch, _watch = _watch, _Watch()
     legacy_reads.stop_search()
+    legacy_generator.stop()
     _release(watch)
 
 
 def _unfed_step() -> None:
     """A step bounded by an optimizer or compiled step ended without a timed read."""
     watch = _watch
+    if legacy_generator.trying():
+        legacy_generator.on_boundary()
+        return
     if watch.done:
         return
     if watch.searching:
@@ -246,7 +246,7 @@ def _stop_search(
         legacy_reads.stop_search()
         if found and generator is not None and frame is not None and watch.loop is not None:
             _watch_legacy(generator, frame, watch.loop)
-            if not generator.co_flags & _GENERATOR:  # a generator's reads stay unknown
+            if not generator.co_flags & _GENERATOR:  # a generator's: once its watch is kept
                 input_pipelines.loop_reads(generator, tracker.clock())
         return
     monitoring = sys.monitoring
@@ -280,20 +280,12 @@ def _stop_search(
 
 
 def _watch_legacy(code: CodeType, frame: FrameType, loop: CodeType) -> None:
-    """Before 3.12: time an iterator class's reads; a generator's stay unknown, said so."""
+    """Before 3.12: time an iterator class's reads; try watching a generator's."""
     try:
-        if not code.co_flags & _GENERATOR:
-            if not legacy_reads.time_class_reads(frame, loop):
-                emitter.report_once("generator", "the loop's loader class was not found")
-            return
-        phase = tracker.current_phase() or "train"
-        emitter.report_once(
-            f"data_wait:{phase}:generator",
-            f"data wait of {phase!r} unknown: {_GENERATOR_UNWATCHED}",
-            kind="data_wait_unavailable",
-            phase=phase,
-            reason=_GENERATOR_UNWATCHED,
-        )
+        if code.co_flags & _GENERATOR:
+            legacy_generator.start(code, loop)
+        elif not legacy_reads.time_class_reads(frame, loop):
+            emitter.report_once("generator", "the loop's loader class was not found")
     except Exception as error:  # never into the user's loop
         emitter.report_once("generator", f"loader read hook failed: {error!r}")
 
@@ -351,6 +343,7 @@ def _forget_after_fork() -> None:
     watch, _watch = _watch, _Watch()
     _watch.done = True
     legacy_reads.stop_search()
+    legacy_generator.stop()
     try:
         _release(watch)
     except Exception as error:  # never into the child's start

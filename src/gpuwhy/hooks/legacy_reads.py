@@ -7,8 +7,8 @@
 - An iterator class the loop reads (a hand-written loader): the class's `__next__` is replaced
   by one that times the calls the loop makes, in its thread and from its code, as reads of the
   open step; undone with the other patches (`gpuwhy.hooks.uninstall()`).
-- A generator the loop reads cannot be watched without a callback on every call of the thread,
-  so its wait stays unknown; generator_pulls says so, with the fix.
+- A generator the loop reads can only be watched by a callback on every call of the thread:
+  legacy_generator.py keeps one where a trial shows it costs little, else says why not.
 """
 
 from __future__ import annotations

@@ -1,0 +1,208 @@
+"""A plain loop's own generator before Python 3.12, timed by a profile function on the loop's
+thread where that costs little (generator_pulls.py finds the generator and starts this).
+
+Before 3.12 nothing watches one function's code alone: a profile function (`sys.setprofile`)
+is called at every Python call and return, and every C call, of its thread. So:
+
+- a trial of ``TRIAL_STEPS`` whole steps counts those calls in the loop's thread (its reads are
+  not timed yet), and the cost of one call of the watching function is measured beside a loop
+  of C calls run without it;
+- where a step's calls cost at most ``BUDGET`` of the step, the watching function stays on the
+  loop's thread: each resume of the generator by the loop, to its next `yield` (or its end), is
+  a read of the open step, as `sys.monitoring` times it from 3.12 on. The generator's own calls
+  run under it too, so a read reads long by at most that budget;
+- else it is removed, and the phase's data wait is reported unknown with what watching would
+  have cost and the fix (`gpuwhy.iterate(...)`, or Python 3.12).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import Any
+
+from gpuwhy.hooks import emitter, input_pipelines, tracker
+from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST
+from gpuwhy.hooks.iterators import busy_bits
+
+TRIAL_STEPS = 3
+"""Whole steps whose profile calls are counted before the watch is kept or removed."""
+
+BUDGET = 0.01
+"""The most of a step the watch may cost: the overhead goal on a compute-bound job
+(docs/performance.md)."""
+
+_CALIBRATION_CALLS = 2000  # C calls timed with and without the watch (~0.3 ms in all)
+_UNWATCHED = "wrap it in gpuwhy.iterate(...) to time them here, or run Python 3.12 or later"
+
+Profile = Callable[..., object]  # a profile function: (frame, event, arg)
+
+
+class _Trial:
+    def __init__(self, generator: CodeType, loop: CodeType) -> None:
+        self.generator, self.loop = generator, loop
+        self.thread = threading.get_ident()
+        self.events = 0  # profile calls counted since `start_ns`
+        self.steps = -1  # step boundaries since the trial began (-1: none yet)
+        self.start_ns = 0
+        self.count: Profile | None = None  # the trial's profile function
+        self.watch: Profile | None = None  # the one kept, if the trial allows
+        self.count_ns = self.watch_ns = 0.0  # what one call of each costs
+
+
+_trial: _Trial | None = None
+_token: object | None = None  # the live watch's (a stale profile function removes itself)
+
+
+def start(generator: CodeType, loop: CodeType) -> None:
+    """In the loop's thread, once the search found `generator`, resumed by `loop`'s code:
+    count the thread's profile calls for the next whole steps (`on_boundary`)."""
+    global _trial, _token
+    trial = _trial = _Trial(generator, loop)
+    token = _token = object()
+
+    def count(frame: FrameType, event: str, arg: Any) -> None:
+        if token is not _token:
+            sys.setprofile(None)
+            return
+        trial.events += 1
+
+    trial.count = count
+    sys.setprofile(count)
+
+
+def trying() -> bool:
+    """Whether a trial is running (its steps are left to `on_boundary`)."""
+    return _trial is not None
+
+
+def on_boundary() -> None:
+    """A step ended in the loop's thread during the trial: at the last, keep or remove."""
+    trial = _trial
+    if trial is None or threading.get_ident() != trial.thread:
+        return
+    trial.steps += 1
+    if trial.steps == 0:  # the step the generator was found in ends: count whole steps now
+        _calibrate(trial)  # here, in a step whose wait is unknown anyway
+        trial.events, trial.start_ns = 0, tracker.clock()
+        return
+    if trial.steps < TRIAL_STEPS:
+        return
+    _decide(trial, tracker.clock())
+
+
+def stop() -> None:
+    """Watch nothing more (the profile function removes itself at its thread's next call)."""
+    global _trial, _token
+    _trial = _token = None
+
+
+def job_ended(t: int) -> None:
+    """The job ends during the trial: its generator's reads were never timed; say so."""
+    trial = _trial
+    if trial is not None:
+        stop()
+        _unknown("the job ended before the cost of timing its reads before Python 3.12 was known")
+
+
+def _decide(trial: _Trial, now_ns: int) -> None:
+    global _trial
+    _trial = None
+    watch = trial.watch
+    if watch is None or sys.getprofile() is not trial.count:  # the job's own profiler is set
+        stop()
+        _unknown("the job set a profiler of its own on the loop's thread, left alone")
+        return
+    per_step = trial.events / trial.steps
+    step_ns = (now_ns - trial.start_ns) / trial.steps - per_step * trial.count_ns
+    cost_ns = per_step * trial.watch_ns
+    if step_ns > 0 and cost_ns <= BUDGET * step_ns:
+        sys.setprofile(watch)
+        input_pipelines.loop_reads(trial.generator, tracker.clock())
+        return
+    stop()
+    sys.setprofile(None)
+    share = cost_ns / step_ns if step_ns > 0 else float("inf")
+    _unknown(
+        f"timing its reads before Python 3.12 would cost ~{cost_ns / 1000:.0f} µs a step "
+        f"({share:.1%} of a {max(step_ns, 0) / 1e6:.2f} ms step: {per_step:.0f} Python and C "
+        "calls a step in the loop's thread, each seen)"
+    )
+
+
+def _calibrate(trial: _Trial) -> None:
+    """Measure one call of the trial's profile function and of the watching one (built now)."""
+    if sys.getprofile() is not trial.count:
+        return  # the job's own profiler is set: `_decide` says so
+    count = trial.count
+    if count is None:
+        return
+    watch = trial.watch = _watch(trial, _token)
+    trial.count_ns = _call_ns(count)
+    trial.watch_ns = _call_ns(watch)
+
+
+def _watch(trial: _Trial, token: object | None) -> Profile:
+    """The profile function that times the loop's resumes of its generator, and nothing else."""
+    generator, loop = trial.generator, trial.loop
+    reading: tuple[int, int, int] | None = None  # (generator frame's id, request, busy bits)
+
+    def watch(frame: FrameType, event: str, arg: Any) -> None:
+        nonlocal reading
+        if token is not _token:
+            sys.setprofile(None)
+            return
+        if frame.f_code is not generator:
+            return
+        try:
+            if event == "call":
+                back = frame.f_back
+                if back is not None and back.f_code is loop:
+                    busy = busy_bits(tracker.state().busy, BUSY_AT_REQUEST)
+                    reading = (id(frame), tracker.clock(), busy)
+            elif event == "return" and reading is not None and reading[0] == id(frame):
+                request, busy = reading[1], reading[2]
+                reading = None
+                delivered = tracker.clock()
+                busy |= busy_bits(tracker.state().busy, BUSY_AT_DELIVERY)
+                tracker.generator_pull(request, delivered, busy)
+        except Exception as error:  # never into the user's loop
+            emitter.report_once("generator", f"generator read hook failed: {error!r}")
+
+    return watch
+
+
+def _call_ns(profile: Profile) -> float:
+    """What one call of `profile` costs, in ns: C calls timed under it against without it."""
+
+    def calls() -> int:
+        size, empty = len, ()
+        start = time.perf_counter_ns()
+        for _ in range(_CALIBRATION_CALLS):
+            size(empty)
+        return time.perf_counter_ns() - start
+
+    previous = sys.getprofile()
+    sys.setprofile(None)
+    try:
+        bare = min(calls() for _ in range(3))
+        sys.setprofile(profile)
+        seen = min(calls() for _ in range(3))
+    finally:
+        sys.setprofile(previous)
+    return max(seen - bare, 0) / (2 * _CALIBRATION_CALLS)  # a c_call and a c_return each
+
+
+def _unknown(why: str) -> None:
+    phase = tracker.current_phase() or "train"
+    reason = f"the loop reads a Python generator; {why}: {_UNWATCHED}"
+    emitter.report_once(
+        f"data_wait:{phase}:generator",
+        f"data wait of {phase!r} unknown: {reason}",
+        kind="data_wait_unavailable",
+        phase=phase,
+        reason=reason,
+    )
