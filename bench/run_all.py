@@ -90,6 +90,13 @@ BENCHES = (
         "The hooks' cost in instructions per step (valgrind)",
     ),
     Bench(
+        "profile_call_cost",
+        "profile_call_cost.py",
+        (),
+        ("--blocks", "4", "--repeat", "1"),
+        "A profile function's call among a step's work (the legacy generator watch)",
+    ),
+    Bench(
         "profiler_overhead",
         "profiler_overhead.py",
         ("--rounds", "4"),

@@ -7,7 +7,8 @@ generator_pulls.py through `sys.monitoring` (before 3.12: legacy_reads.py). Prin
 line: the spans the emitter delivered (kind, start, end, steps), the kinds of its events, and
 which monitoring tool ids gpuwhy still holds, and the reasons its events give.
 
-    python generator_loops.py SHAPE     loop | accumulate | list | wrapped | thread | taken |
+    python generator_loops.py SHAPE [READ_MS]
+                                        loop | accumulate | list | wrapped | thread | taken |
                                         counted | stepwise | late | class | class-stepwise |
                                         costly | brief | own-profiler
 
@@ -30,9 +31,9 @@ from gpuwhy.model import Event, Span
 READ_S, COMPUTE_S, BATCHES, EPOCHS = 0.005, 0.002, 10, 2
 
 
-def batches(count: int, read_s: float = READ_S) -> Iterator[int]:
+def batches(count: int, read_s: float | None = None) -> Iterator[int]:
     for index in range(count):
-        time.sleep(read_s)  # storage
+        time.sleep(READ_S if read_s is None else read_s)  # storage
         yield index
 
 
@@ -114,7 +115,10 @@ def loop(shape: str) -> None:
 
 
 def main() -> None:
+    global READ_S
     shape = sys.argv[1]
+    if len(sys.argv) > 2:  # each read this long (the default: READ_S)
+        READ_S = float(sys.argv[2]) / 1000
     delivered: list[Span] = []
     events: list[Event] = []
     emitter.configure(

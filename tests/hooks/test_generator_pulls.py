@@ -36,10 +36,10 @@ def run_loops(
     return [tuple(s) for s in result["spans"]], result["held"]  # type: ignore[misc]
 
 
-def run_job(shape: str, python: Path | str) -> dict[str, Any]:
+def run_job(shape: str, python: Path | str, read_ms: float = READ_MS) -> dict[str, Any]:
     """generator_loops.py's JSON line: spans, events' kinds, tool ids held, profile left on."""
     done = subprocess.run(
-        [str(python), str(JOB), shape],
+        [str(python), str(JOB), shape, str(read_ms)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -174,8 +174,9 @@ def test_before_3_12_an_iterator_class_s_reads_are_timed(shape: str, python: str
 def test_before_3_12_a_generator_s_reads_are_timed_where_that_costs_little(
     shape: str, python: str
 ) -> None:
-    """The loop thread's profile function, kept after its trial: a few calls a step of 7 ms."""
-    result = run_job(shape, _python(python))
+    """The loop thread's profile function, kept after its trial: ~60 calls a step of 22 ms, well
+    inside the 1 % budget (steps of 7 ms come near it on Python 3.10)."""
+    result = run_job(shape, _python(python), read_ms=4 * READ_MS)
     spans = [tuple(s) for s in result["spans"]]
     steps, waits = _of(spans, "STEP"), _of(spans, "WAIT")  # type: ignore[arg-type]
     assert len(steps) == STEPS and len(waits) == TIMED_AFTER_TRIAL, [_ms(w) for w in waits]

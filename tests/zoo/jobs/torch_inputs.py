@@ -7,6 +7,7 @@ latency: 2 ms a sample) so that the loop waits for its input:
     --input generator  a Python generator of batches, no DataLoader
     --accumulate K     gradient accumulation: an optimizer step every K batches
     --fail-in-epoch N  raise partway through epoch N (a job that exits non-zero)
+    --read-ms MS       each sample's read in this process (default 2; workers read 2 ms)
 
 Prints the final loss, which is the same with or without anything watching the job.
 """
@@ -64,13 +65,16 @@ def make_input(kind: str) -> object:
 
 
 def main() -> None:
+    global READ_S
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "--input", choices=("workers", "spawn", "iterable", "generator"), required=True
     )
     parser.add_argument("--accumulate", type=int, default=1)
     parser.add_argument("--fail-in-epoch", type=int)
+    parser.add_argument("--read-ms", type=float, default=READ_S * 1000)
     args = parser.parse_args()
+    READ_S = args.read_ms / 1000  # the reads of this process, as the command line says
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 2))
