@@ -85,13 +85,17 @@ def test_the_last_array_of_a_step_s_outputs_is_its_loss() -> None:
 @pytest.mark.parametrize("source", ["iterate", "generator"])
 def test_reads_hidden_behind_a_running_step_are_no_wait(tmp_path: Path, source: str) -> None:
     # The step computes tens of milliseconds; each read sleeps 2 ms meanwhile: the device never
-    # waited, so the fix (free input) buys nothing. Before, each read counted in full. A plain
-    # generator is timed from Python 3.12 on: that case runs in the 3.12 environment.
+    # waited but for the first read, after the job blocked on its warm-up steps, so the fix
+    # (free input) buys nothing more. Before, each read counted in full (a share of ~0.9). A
+    # plain generator is timed from Python 3.12 on: that case runs in the 3.12 environment.
+    # The share is of the steps whose reads were timed (the warm-up steps read nothing timed):
+    # that one read of 2 ms over 24 steps of 2-3 ms, 0.03.
     pytest.importorskip("jax")
     python = str(framework_env("py312-jax")) if source == "generator" else sys.executable
     train, compute_ms = _train_phase(tmp_path, 2.0, source, python)
     assert compute_ms > 5 * 2.0, compute_ms  # the read is well within the step
-    assert train["data_wait_fraction"] is not None and train["data_wait_fraction"] < 0.02, train
+    assert train["data_wait_s"] < 1.5 * 2.0 / 1000, train  # the first read at most
+    assert train["data_wait_fraction"] is not None and train["data_wait_fraction"] < 0.05, train
 
 
 @pytest.mark.slow
