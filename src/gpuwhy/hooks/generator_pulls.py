@@ -38,8 +38,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from gpuwhy.hooks import emitter, input_pipelines, legacy_generator, legacy_reads, tracker
-from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST
-from gpuwhy.hooks.iterators import busy_bits
+from gpuwhy.hooks.iterators import loop_read_delivered, loop_read_requested
 
 SEARCH_STEPS = 3
 """Steps a search lasts; a loop that resumes no generator in that time reads none then."""
@@ -298,9 +297,7 @@ def _resumed(code: CodeType, offset: int) -> Any:
     frame = sys._getframe(1)
     back = frame.f_back
     if back is not None and back.f_code is watch.loop:
-        # the previous step still running (a JAX dispatch)?
-        busy = busy_bits(tracker.state().busy, BUSY_AT_REQUEST)
-        watch.reading = (id(frame), tracker.clock(), busy)
+        watch.reading = (id(frame), *loop_read_requested())
     return None
 
 
@@ -314,9 +311,7 @@ def _delivered(code: CodeType, offset: int, value: object) -> Any:
         return None  # a nested use of the same generator function
     watch.reading = None
     try:
-        delivered = tracker.clock()
-        busy = reading[2] | busy_bits(tracker.state().busy, BUSY_AT_DELIVERY)
-        tracker.generator_pull(reading[1], delivered, busy)
+        loop_read_delivered(reading[1], reading[2])
     except Exception as error:  # never into the user's loop
         emitter.report_once("generator", f"generator read hook failed: {error!r}")
     return None

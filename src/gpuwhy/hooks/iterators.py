@@ -73,6 +73,21 @@ def busy_bits(check: Callable[[], bool] | None, bit: int) -> int:
         return 0
 
 
+def loop_read_requested() -> tuple[int, int]:
+    """A plain loop asks its own generator or iterator class for a batch (generator_pulls.py,
+    legacy_reads.py, legacy_generator.py): (the request's time, whether the step before still
+    runs on the device, as `busy_bits` says it)."""
+    busy = busy_bits(tracker.state().busy, BUSY_AT_REQUEST)
+    return tracker.clock(), busy
+
+
+def loop_read_delivered(request: int, busy: int) -> None:
+    """That read gave its batch now: a wait of the open step (`tracker.generator_pull`)."""
+    delivered = tracker.clock()
+    busy |= busy_bits(tracker.state().busy, BUSY_AT_DELIVERY)
+    tracker.generator_pull(request, delivered, busy)
+
+
 def _record(
     st: tracker.ThreadState,
     source: object,

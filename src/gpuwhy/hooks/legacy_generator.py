@@ -26,8 +26,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from gpuwhy.hooks import emitter, input_pipelines, tracker
-from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST
-from gpuwhy.hooks.iterators import busy_bits
+from gpuwhy.hooks.iterators import loop_read_delivered, loop_read_requested
 
 TRIAL_STEPS = 3
 """Whole steps whose profile calls are counted before the watch is kept or removed."""
@@ -170,14 +169,11 @@ def _watch(trial: _Trial, token: object | None) -> Profile:
             if event == "call":
                 back = frame.f_back
                 if back is not None and back.f_code is loop:
-                    busy = busy_bits(tracker.state().busy, BUSY_AT_REQUEST)
-                    reading = (id(frame), tracker.clock(), busy)
+                    reading = (id(frame), *loop_read_requested())
             elif event == "return" and reading is not None and reading[0] == id(frame):
                 request, busy = reading[1], reading[2]
                 reading = None
-                delivered = tracker.clock()
-                busy |= busy_bits(tracker.state().busy, BUSY_AT_DELIVERY)
-                tracker.generator_pull(request, delivered, busy)
+                loop_read_delivered(request, busy)
         except Exception as error:  # never into the user's loop
             emitter.report_once("generator", f"generator read hook failed: {error!r}")
 

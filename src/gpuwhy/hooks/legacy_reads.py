@@ -20,9 +20,8 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
-from gpuwhy.hooks import emitter, patching, tracker
-from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST
-from gpuwhy.hooks.iterators import busy_bits
+from gpuwhy.hooks import emitter, patching
+from gpuwhy.hooks.iterators import loop_read_delivered, loop_read_requested
 
 _search: object | None = None  # the running search's token (a stale profile removes itself)
 
@@ -76,13 +75,10 @@ def _timed_next(original: Callable[[Any], Any], *, loop: CodeType, thread: int) 
     def __next__(self: Any) -> Any:
         if threading.get_ident() != thread or sys._getframe(1).f_code is not loop:
             return original(self)
-        busy = busy_bits(tracker.state().busy, BUSY_AT_REQUEST)  # the previous step running?
-        request = tracker.clock()
+        request, busy = loop_read_requested()
         item = original(self)  # StopIteration, the data's end, passes untimed
-        delivered = tracker.clock()
         try:
-            busy |= busy_bits(tracker.state().busy, BUSY_AT_DELIVERY)
-            tracker.generator_pull(request, delivered, busy)
+            loop_read_delivered(request, busy)
         except Exception as error:  # never into the user's loop
             emitter.report_once("generator", f"loader read hook failed: {error!r}")
         return item
