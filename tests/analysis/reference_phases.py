@@ -215,18 +215,22 @@ def _rounds(phase_spans: list[Interval], extent: IntervalSet) -> list[Interval]:
 
 def _watched_ns(steady: _Steady, waits: list[Interval]) -> int:
     """The steady steps' windows (from the step before's end, or the steady interval's start,
-    to the step's end) in which a wait ends, summed."""
-    total = 0
+    to the step's end), from the first in which a wait ends to the last, summed."""
+    windows = []
     for begin, end in steady.intervals:
         previous = begin
         for step in sorted(
             (s for s in steady.steps if begin <= s.start_ns < end), key=lambda s: s.start_ns
         ):
             until = max(min(step.end_ns, end), previous)
-            if any(previous <= wait_end < until for _, wait_end in waits):
-                total += until - previous
+            windows.append((previous, until))
             previous = until
-    return total
+    timed = [
+        index
+        for index, (a, b) in enumerate(windows)
+        if any(a <= wait_end < b for _, wait_end in waits)
+    ]
+    return sum(b - a for a, b in windows[timed[0] : timed[-1] + 1]) if timed else 0
 
 
 def _durations(spans: Iterable[Span]) -> list[tuple[float, int]]:

@@ -119,6 +119,17 @@ def test_a_step_without_its_wait_is_unknown_and_a_zero_wait_is_zero() -> None:
     # The timed steps last in the phase (a generator found three steps in), waiting half of each.
     late = [Span("train", SpanKind.WAIT, s.start_ns, s.start_ns + 50 * MS) for s in steps[3:]]
     assert phase_stats(steps + late, 0, S)["train"].data_wait_fraction == pytest.approx(0.5)
+    # Two optimizer steps on each batch (a GAN's): a read every other step, of 50 ms, the
+    # steps between read nothing: a quarter of the time waited, not half. The last step, after
+    # the last read, is unknown as those before the first read are: 250 ms over 900.
+    paired = [Span("train", SpanKind.WAIT, s.start_ns, s.start_ns + 50 * MS) for s in steps[::2]]
+    gan = phase_stats(steps + paired, 0, S)["train"]
+    assert gan.data_wait_fraction == pytest.approx(250 / 900)
+    assert gan.steady_data_wait_s == pytest.approx(250 / 900)
+    # Found three steps in: the untimed steps before the first read stay unknown.
+    odd = [Span("train", SpanKind.WAIT, s.start_ns, s.start_ns + 50 * MS) for s in steps[3::2]]
+    found = phase_stats(steps + odd, 0, S)["train"]
+    assert found.data_wait_fraction == pytest.approx(200 / 700)
 
 
 def test_resume_is_the_time_from_a_phase_interval_to_the_next_step() -> None:

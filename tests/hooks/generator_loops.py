@@ -10,11 +10,14 @@ which monitoring tool ids gpuwhy still holds, and the reasons its events give.
     python generator_loops.py SHAPE [READ_MS]
                                         loop | accumulate | list | wrapped | thread | taken |
                                         counted | stepwise | late | class | class-stepwise |
-                                        costly | brief | own-profiler
+                                        costly | brief | own-profiler | gan | held
 
 costly: steps of no sleep, each making a few thousand Python calls (a short step of much host
 work); brief: a loop of four steps, which ends before the trial of its watch does (before
-Python 3.12); own-profiler: the job sets a profile function of its own in its fourth step.
+Python 3.12); own-profiler: the job sets a profile function of its own in its fourth step;
+gan: two optimizer steps on each batch (a GAN's discriminator and generator), and the JSON line
+also holds `truth`, the share of the loop's time its reads took, timed by the loop itself;
+held: after its loop over the generator, the job trains 20 steps on a batch it holds.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from gpuwhy.hooks import emitter, generator_pulls, tracker
 from gpuwhy.model import Event, Span
 
 READ_S, COMPUTE_S, BATCHES, EPOCHS = 0.005, 0.002, 10, 2
+TRUTH: list[float] = []  # the gan shape's own measure of its wait share
 
 
 def batches(count: int, read_s: float | None = None) -> Iterator[int]:
@@ -82,6 +86,26 @@ def loop(shape: str) -> None:
         for index, _ in enumerate(batches(BATCHES * EPOCHS)):
             if index == 3:
                 sys.setprofile(lambda frame, event, arg: None)
+            optimizer_step()
+        return
+    if shape == "gan":
+        read_ns = 0
+        began = time.perf_counter_ns()
+        for _ in range(EPOCHS):
+            source = batches(BATCHES)
+            while True:
+                asked = time.perf_counter_ns()
+                if next(source, None) is None:
+                    break
+                read_ns += time.perf_counter_ns() - asked
+                optimizer_step()  # the discriminator's
+                optimizer_step()  # the generator's
+        TRUTH.append(read_ns / (time.perf_counter_ns() - began))
+        return
+    if shape == "held":
+        for _ in batches(BATCHES):
+            optimizer_step()
+        for _ in range(20):
             optimizer_step()
         return
     if shape == "brief":
@@ -150,6 +174,8 @@ def main() -> None:
     reasons = [str(event.data.get("reason")) for event in events if "reason" in event.data]
     result = {"spans": sorted(spans, key=lambda s: s[1]), "held": held, "events": kinds}
     result["reasons"] = reasons
+    if TRUTH:
+        result["truth"] = TRUTH[0]
     print(json.dumps({**result, "profiled": profiled}))
 
 

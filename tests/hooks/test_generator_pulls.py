@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from gpuwhy.hooks import legacy_generator
+from analysis.constructed import phase_stats
+from gpuwhy.hooks import legacy_generator, tracker
+from gpuwhy.model import Span, SpanKind
 from support import ROOT, framework_env
 
 JOB = Path(__file__).resolve().parent / "generator_loops.py"
@@ -120,6 +122,36 @@ def test_a_step_reading_several_batches_is_still_one_step() -> None:
     assert _ms(first) >= 0.75 * READ_MS, _ms(first)
     assert first[1] - step[1] >= READ_MS / 4 * 1e6, (step, first)
     _inside_before_compute(step, first)
+
+
+def test_two_optimizer_steps_on_each_batch_are_one_step_that_waits_once() -> None:
+    # A GAN's loop: the discriminator's and the generator's optimizer step on each batch. Once
+    # its reads are timed, a step is a batch: its read and both optimizer steps (before, each
+    # optimizer step ends one). The share is the one the loop measured of its own reads.
+    result = run_job("gan", framework_env("py312-jax"))
+    spans = [tuple(s) for s in result["spans"]]
+    steps, waits = _of(spans, "STEP"), _of(spans, "WAIT")
+    timed = [s for s in steps if s[1] <= waits[0][1]][-1:] + [
+        s for s in steps if s[1] > waits[0][1]
+    ]
+    assert len(timed) == len(waits) >= BATCHES and len(steps) < 2 * BATCHES * EPOCHS - BATCHES
+    for step, wait in zip(timed, waits, strict=True):
+        _inside_before_compute(step, wait)
+    assert all(_ms(s) >= READ_MS + 2 * COMPUTE_MS for s in timed[1:]), [_ms(s) for s in timed]
+    recorded = [Span("train", SpanKind[kind], a, b, steps=n) for kind, a, b, n in spans]
+    train = phase_stats(recorded, spans[0][1], spans[-1][2])["train"]
+    truth = result["truth"]  # READ_MS / (READ_MS + 2 COMPUTE_MS) by construction: ~0.56
+    assert train.data_wait_fraction == pytest.approx(truth, abs=0.05), (truth, train)
+
+
+def test_steps_that_read_nothing_after_the_loop_s_reads_are_steps_again() -> None:
+    # Ten batches read (the first two untimed), then 20 optimizer steps on a batch the job
+    # holds: the first OPTIMIZER_STEPS_A_BATCH of them are taken as the last batch's, as a
+    # GAN's would be; the rest are steps of their own.
+    spans, _ = run_loops("held")
+    steps, waits = _of(spans, "STEP"), _of(spans, "WAIT")
+    assert len(waits) == BATCHES - 2
+    assert len(steps) == BATCHES - 1 + 20 - tracker.OPTIMIZER_STEPS_A_BATCH, len(steps)
 
 
 def test_a_loop_that_reads_only_after_some_steps_is_found_later() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hooks.test_hooks_sync_path import gpuwhy_run
+from support import framework_env
 
 pytest.importorskip("jax")
 pytestmark = pytest.mark.slow
@@ -62,14 +63,16 @@ JAX_JOB = textwrap.dedent(
 )
 
 
-def _watched_and_bare(tmp_path: Path, job: str) -> dict[str, dict[str, object]]:
+def _watched_and_bare(
+    tmp_path: Path, job: str, python: str = sys.executable
+) -> dict[str, dict[str, object]]:
     """Run `job` under `gpuwhy run` and alone: its output must be the same; the report's
     phases."""
     script = tmp_path / "job.py"
     script.write_text(job)
-    watched = gpuwhy_run(tmp_path, sys.executable, str(script))
+    watched = gpuwhy_run(tmp_path, python, str(script))
     bare = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False
+        [python, str(script)], capture_output=True, text=True, timeout=300, check=False
     )
     assert bare.returncode == 0, bare.stderr[-3000:]
     assert watched.stdout == bare.stdout and bare.stdout.startswith("final ")
@@ -138,3 +141,60 @@ def test_a_flax_nnx_loop_is_seen_through_nnx_jit(tmp_path: Path) -> None:
     phases = _watched_and_bare(tmp_path, NNX_JOB)
     assert phases["train"]["steps"] == 2 * (8 - 1)  # 8 train calls an epoch, then 3 eval calls
     assert phases["validation"]["rounds"] == 2
+
+
+GAN_BATCHES, GAN_READ_S = 40, 0.01
+GAN_JOB = textwrap.dedent(
+    f"""
+    import time
+    import jax, jax.numpy as jnp, numpy as np
+
+    @jax.jit
+    def discriminator_step(d, g, x):
+        loss, grad = jax.value_and_grad(lambda d: jnp.mean((x @ d - (x @ g) * 0.5) ** 2))(d)
+        return d - 0.01 * grad, loss
+
+    @jax.jit
+    def generator_step(g, d, x):
+        loss, grad = jax.value_and_grad(lambda g: -jnp.mean((x @ d) * (x @ g)))(g)
+        return g - 0.01 * grad, loss
+
+    def batches(rng):
+        for _ in range({GAN_BATCHES}):
+            time.sleep({GAN_READ_S})  # storage
+            yield rng.random((64, 32), dtype=np.float32)
+
+    d, g = jnp.zeros(32), jnp.ones(32) / 32
+    rng = np.random.default_rng(0)
+    source, read_ns, index = batches(rng), 0, 0
+    while True:
+        asked = time.perf_counter_ns()
+        x = next(source, None)
+        if x is None:
+            break
+        if index == 2:  # the steady batches: both calls compiled
+            began, read_ns = asked, 0
+        read_ns += time.perf_counter_ns() - asked
+        d, d_loss = discriminator_step(d, g, x)
+        g, g_loss = generator_step(g, d, x)
+        index += 1
+    share = read_ns / (time.perf_counter_ns() - began)
+    print(f"final {{float(d_loss):.6f}} {{float(g_loss):.6f}}")
+    print(f"share {{share:.4f}}", file=__import__("sys").stderr)
+    """
+)
+
+
+def test_a_jax_gan_s_two_train_calls_a_batch_are_one_step(tmp_path: Path) -> None:
+    # Python 3.12: the generator's reads are timed (generator_pulls.py). Once they are, each
+    # batch is a step (its read, the discriminator's and the generator's train call), and the
+    # read waits from when both calls of the batch before are done.
+    python = str(framework_env("py312-jax"))
+    phases = _watched_and_bare(tmp_path, GAN_JOB, python)
+    train = phases["train"]
+    # Calls of the first batches, before the reads are found and timed, end a step each.
+    assert GAN_BATCHES - 1 <= train["steps"] <= GAN_BATCHES + 3, train
+    truth = subprocess.run(
+        [python, str(tmp_path / "job.py")], capture_output=True, text=True, timeout=300
+    ).stderr.split("share ")[-1]
+    assert train["data_wait_fraction"] == pytest.approx(float(truth), abs=0.05), (truth, train)

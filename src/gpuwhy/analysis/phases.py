@@ -273,7 +273,7 @@ def _phase_stats(
         if together is not None:
             steady_wait = max(steady_wait, together)
     # A STEP without its WAIT is unknown, never zero (docs/hooks.md): where one process's
-    # steady steps were timed only in part, their wait is read over the timed ones.
+    # steady steps were timed only in part, their wait is read from the first timed to the last.
     step_spans = sum(len(runs) for runs in entry.steps.values())
     wait_spans = sum(len(runs) for runs in entry.waits.values())
     if 0 < wait_spans < step_spans and busiest is not None and pids == {busiest_pid}:

@@ -288,16 +288,20 @@ def steady_step_windows(steady: SteadyState) -> list[Interval]:
 
 def watched_steady_ns(waits: SortedRuns, steady: SteadyState) -> int:
     """The time of the steady steps whose input was timed: the windows (`steady_step_windows`)
-    in which a wait ends (a zero one at a step's start included). A step without its WAIT has
-    an unknown wait, never zero: the steps before a loop's own generator was found, a few steps
-    in (generator_pulls.py)."""
+    from the first in which a wait ends (a zero one at a step's start included) to the last.
+    A step before the first one has an unknown wait, never zero: the steps before a loop's own
+    generator was found, a few steps in (generator_pulls.py). One between two timed ones read
+    nothing: a loop that takes two optimizer steps on each batch (a GAN's generator and
+    discriminator) reads once every other step."""
     ends = waits.ends
-    total = 0
-    for begin, end in steady_step_windows(steady):
+    first = last = -1
+    windows = steady_step_windows(steady)
+    for index, (begin, end) in enumerate(windows):
         k = bisect.bisect_left(ends, begin)
         if k < len(ends) and ends[k] < end:
-            total += end - begin
-    return total
+            first = index if first < 0 else first
+            last = index
+    return sum(end - begin for begin, end in windows[first : last + 1]) if last >= 0 else 0
 
 
 def lockstep_wait_ns(

@@ -83,6 +83,11 @@ go of later was held by the code after the loop, and its destruction is not the 
 this gap (the few milliseconds per epoch a loop's phase may differ from its wall time) it is."""
 
 VALIDATION = "validation"
+OPTIMIZER_STEPS_A_BATCH = 8
+"""A loop whose reads are timed may take several optimizer steps on a batch (a GAN its
+discriminator's and its generator's): they end one step, a batch's. More than this many in a
+row without a read, and the loop no longer reads (it trains on tensors it holds): each
+optimizer step is a step again."""
 HELD_RECORDS = 64
 """An unnamed loop whose held records reach this many (32 to 64 steps: one or two records each)
 without training is named then (gradient accumulation trains within a few batches): its records
@@ -109,6 +114,7 @@ class _Step:
         "prev_exec",
         "pulls",
         "start_ns",
+        "stepped",
         "steps",
         "syncs",
     )
@@ -125,6 +131,7 @@ class _Step:
         self.mode = 0
         self.steps = 1
         self.syncs = 0  # device-to-host synchronisations seen during the step
+        self.stepped = 0  # optimizer steps taken in it after its batch's first (a GAN's)
 
 
 class ThreadState:
@@ -136,6 +143,7 @@ class ThreadState:
         "data_modes",
         "ending",
         "eval_at",
+        "fed",
         "framework",
         "implicit_end_ns",
         "in_pull",
@@ -161,6 +169,9 @@ class ThreadState:
         self.data_modes: dict[str, int] = {}  # how a framework phase measures its data wait
         self.implicit_end_ns: int | None = None
         self.eval_at: int | None = None  # the trained model was put in eval mode (model_mode)
+        # A loop only optimizer steps bound reads a generator that is timed (generator_pull):
+        # its steps are its batches, whatever the optimizer steps each takes.
+        self.fed = False
         # The records of an implicit phase not yet named (train, or an evaluation): held back
         # until the loop trains or ends.
         self.pending: list[tuple[Any, ...]] | None = None
@@ -414,8 +425,9 @@ def boundary(t: int, *, dispatched: bool = False) -> int | None:
 
     `dispatched`: the call that ends the step only queued its work on the device (a JAX
     step); the step that work belongs to is returned, for a DONE record to say when it is done
-    (completion.py): the one that ended here, or, where a hooked iterator or `gpuwhy.step()`
-    defines steps, the open one. None where there is none (a framework's loop times itself)."""
+    (completion.py): the one that ended here (or at the batch's first such call, for a later
+    one on the same batch), or, where a hooked iterator or `gpuwhy.step()` defines steps, the
+    open one. None where there is none (a framework's loop times itself)."""
     return _boundary(state(), t, dispatched)
 
 
@@ -434,6 +446,14 @@ def _boundary(st: ThreadState, t: int, dispatched: bool) -> int | None:
             return st.step.exec_id
         return None
     unfed = st.step is not None and not st.step.pulls
+    if unfed and st.fed and st.step is not None:
+        step = st.step
+        if step.stepped < OPTIMIZER_STEPS_A_BATCH:  # the batch's next optimizer step
+            step.stepped += 1
+            # Its work is done when the step that ended at the batch's first is: the next
+            # read waits for both.
+            return st.prev_exec if dispatched else None
+        st.fed = False
     ended = st.step.exec_id if st.step is not None else None
     close_step(st, t, last=False)
     step = _open(st, t)
@@ -522,13 +542,15 @@ def pull_in(
 def generator_pull(request_ns: int, delivery_ns: int, busy: int = 0) -> None:
     """A read of a plain loop's own generator (generator_pulls.py) where only optimizer steps
     bound the steps: a wait of the open step, not a step of its own (a step may read several
-    batches, as gradient accumulation does)."""
+    batches, as gradient accumulation does, or take several optimizer steps on one, as a GAN
+    does: `OPTIMIZER_STEPS_A_BATCH`)."""
     st = state()
     step = st.step
     if step is None or st.mute or st.in_pull or not _steps_by_optimizer(st):
         return
     step.pulls += 1
     step.mode |= SRC_BESIDE
+    st.fed = True
     emitter.emit((PULL, step.exec_id, request_ns, delivery_ns, busy))
 
 
