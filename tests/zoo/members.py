@@ -146,6 +146,30 @@ MEMBERS = (
         needs=("torch",),
         inputs={"train": TWO_WORKERS},
     ),
+    Member(  # the batch's DataLoader pull begins each step: two optimizer steps, one step
+        "PyTorch GAN loop (two optimizer steps a batch), DataLoader, num_workers=2",
+        "torch_inputs.py",
+        "torch",
+        {"train": 32},
+        {"train": True},
+        args=("--input", "workers", "--gan"),
+        needs=("torch",),
+        inputs={"train": TWO_WORKERS},
+    ),
+    # 64 optimizer steps, 63 whole windows between them. Before the generator's reads are
+    # timed (found in the second batch, then a trial of three windows before Python 3.12),
+    # the first five windows are a step each; then each of the 29 later batches is one step.
+    # 128 ms reads a batch: the watch of ~770 calls a window is kept.
+    Member(
+        "PyTorch GAN loop (two optimizer steps a batch) over a generator of batches",
+        "torch_inputs.py",
+        "torch",
+        {"train": 34},
+        {"train": True},
+        args=("--input", "generator", "--gan", "--read-ms", "8"),
+        needs=("torch",),
+        inputs={"train": {"source": "generator"}},
+    ),
     Member(  # 16 steps, then 4: the fourth ends where the failure leaves the loop
         "PyTorch, a job that fails in its second epoch",
         "torch_inputs.py",

@@ -6,6 +6,8 @@ latency: 2 ms a sample) so that the loop waits for its input:
     --input iterable   an IterableDataset, each worker reading its own shard (get_worker_info)
     --input generator  a Python generator of batches, no DataLoader
     --accumulate K     gradient accumulation: an optimizer step every K batches
+    --gan              a GAN's loop: a discriminator's and a generator's optimizer step on
+                       each batch (the discriminator tells the batch from the generator's)
     --fail-in-epoch N  raise partway through epoch N (a job that exits non-zero)
     --read-ms MS       each sample's read in this process (default 2; workers read 2 ms)
 
@@ -54,6 +56,31 @@ def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         yield torch.stack([x for x, _ in pairs]), torch.stack([y for _, y in pairs])
 
 
+def train_gan(loader: object) -> None:
+    """Two optimizer steps on each batch, as the DCGAN example's loop takes them."""
+    critic = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    maker = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32))
+    critic_steps = torch.optim.Adam(critic.parameters(), lr=1e-3)
+    maker_steps = torch.optim.Adam(maker.parameters(), lr=1e-3)
+    bce = torch.nn.BCEWithLogitsLoss()
+    real_loss = made_loss = torch.tensor(0.0)
+    for _ in range(EPOCHS):
+        source = batches() if loader is None else loader
+        for features, _labels in source:  # type: ignore[attr-defined]
+            noise = torch.randn(len(features), 8)
+            made = maker(noise)
+            critic_steps.zero_grad()
+            real_loss = bce(critic(features), torch.ones(len(features), 1))
+            real_loss = real_loss + bce(critic(made.detach()), torch.zeros(len(features), 1))
+            real_loss.backward()
+            critic_steps.step()
+            maker_steps.zero_grad()
+            made_loss = bce(critic(made), torch.ones(len(features), 1))
+            made_loss.backward()
+            maker_steps.step()
+    print(f"final losses {real_loss.item():.6f} {made_loss.item():.6f}")
+
+
 def make_input(kind: str) -> object:
     if kind == "generator":
         return None
@@ -71,6 +98,7 @@ def main() -> None:
         "--input", choices=("workers", "spawn", "iterable", "generator"), required=True
     )
     parser.add_argument("--accumulate", type=int, default=1)
+    parser.add_argument("--gan", action="store_true")
     parser.add_argument("--fail-in-epoch", type=int)
     parser.add_argument("--read-ms", type=float, default=READ_S * 1000)
     args = parser.parse_args()
@@ -81,6 +109,9 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     loader = make_input(args.input)
     loss = torch.tensor(0.0)
+    if args.gan:
+        train_gan(loader)
+        return
     for epoch in range(EPOCHS):
         source = batches() if loader is None else loader
         for index, (features, labels) in enumerate(source):
