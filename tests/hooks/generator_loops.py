@@ -10,14 +10,16 @@ which monitoring tool ids gpuwhy still holds, and the reasons its events give.
     python generator_loops.py SHAPE [READ_MS]
                                         loop | accumulate | list | wrapped | thread | taken |
                                         counted | stepwise | late | class | class-stepwise |
-                                        costly | brief | own-profiler | gan | held
+                                        costly | brief | own-profiler | gan | held |
+                                        stalled
 
 costly: steps of no sleep, each making a few thousand Python calls (a short step of much host
 work); brief: a loop of four steps, which ends before the trial of its watch does (before
 Python 3.12); own-profiler: the job sets a profile function of its own in its fourth step;
 gan: two optimizer steps on each batch (a GAN's discriminator and generator), and the JSON line
 also holds `truth`, the share of the loop's time its reads took, timed by the loop itself;
-held: after its loop over the generator, the job trains 20 steps on a batch it holds.
+held: after its loop over the generator, the job trains 20 steps on a batch it holds;
+stalled: steps of a few calls, no read waiting, and one stall of 30 ms in the fifth.
 """
 
 from __future__ import annotations
@@ -82,9 +84,16 @@ def loop(shape: str) -> None:
             host_work(2000)
             optimizer_step(0.0)
         return
+    if shape == "stalled":
+        for index, _ in enumerate(batches(BATCHES * EPOCHS * 5, 0.0)):
+            host_work(3)
+            if index == 4:
+                time.sleep(0.03)  # the machine stalls the loop once
+            optimizer_step(0.0)
+        return
     if shape == "own-profiler":
         for index, _ in enumerate(batches(BATCHES * EPOCHS)):
-            if index == 3:
+            if index == 4:
                 sys.setprofile(lambda frame, event, arg: None)
             optimizer_step()
         return

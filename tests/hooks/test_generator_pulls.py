@@ -230,6 +230,18 @@ def test_before_3_12_a_costly_watch_is_removed_and_the_report_says_what_it_would
 
 
 @pytest.mark.parametrize("python", _pythons_before_3_12())
+def test_before_3_12_a_stall_in_the_trial_keeps_no_costly_watch(python: str) -> None:
+    # Steps of ~0.1 ms whose watch would cost a large share of each, and one stall of 30 ms
+    # among the trial's: their mean step says "cheap", their mean without the longest does not,
+    # and more steps show the stall for what it was.
+    result = run_job("stalled", _python(python))
+    assert not _of([tuple(s) for s in result["spans"]], "WAIT")  # type: ignore[arg-type]
+    assert result["events"] == ["data_wait_unavailable"] and result["profiled"] is False
+    (reason,) = result["reasons"]
+    assert "would cost" in reason, reason
+
+
+@pytest.mark.parametrize("python", _pythons_before_3_12())
 @pytest.mark.parametrize(
     ("shape", "said", "profiled"),
     [

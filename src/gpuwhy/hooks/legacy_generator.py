@@ -8,10 +8,11 @@ is called at every Python call and return, and every C call, of its thread. So:
   not timed yet), and the cost of one call of the watching function is measured beside a loop
   of C calls run without it; a call among a real step's work costs more than in that tight
   loop (``IN_STEP_FACTOR``);
-- where a step's calls cost at most ``BUDGET`` of the step, the watching function stays on the
-  loop's thread: each resume of the generator by the loop, to its next `yield` (or its end), is
-  a read of the open step, as `sys.monitoring` times it from 3.12 on. The generator's own calls
-  run under it too, so a read reads long by at most that budget;
+- where a step's calls cost at most ``BUDGET`` of the step (and no one step decides it:
+  ``MAX_TRIAL_STEPS``), the watching function stays on the loop's thread: each resume of the
+  generator by the loop, to its next `yield` (or its end), is a read of the open step, as
+  `sys.monitoring` times it from 3.12 on. The generator's own calls run under it too, so a read
+  reads long by at most that budget;
 - else it is removed, and the phase's data wait is reported unknown with what watching would
   have cost and the fix (`gpuwhy.iterate(...)`, or Python 3.12).
 """
@@ -35,6 +36,15 @@ BUDGET = 0.01
 """The most of a step the watch may cost: the overhead goal on a compute-bound job
 (docs/performance.md)."""
 
+MAX_TRIAL_STEPS = 20
+"""A trial goes on, up to this many steps, while its steps' mean and their mean without the
+longest step disagree on whether the watch is affordable: a stall of the shared machine
+lengthens a step, never shortens one, so it can only make watching look cheap. Three steps of
+a tenth of a millisecond, whose watch costs ~36 µs each, look cheap with one stall of ~11 ms
+among them (the zoo's Flax loop over in-memory batches kept its watch so once). A loop whose
+steps differ by design (a GAN's long step with the read, its short one without) agrees once a
+few more are seen."""
+
 IN_STEP_FACTOR = 4.0
 """What one call of the profile function costs among a step's work (gpuwhy's hooks in it), over
 its cost in the calibration's tight loop: 2.9-4.9x in bench/results/profile_call_cost.md (a
@@ -56,6 +66,8 @@ class _Trial:
         self.events = 0  # profile calls counted since `start_ns`
         self.steps = -1  # step boundaries since the trial began (-1: none yet)
         self.start_ns = 0
+        self.last_ns = 0  # the last step boundary's time
+        self.longest_ns = 0  # the trial's longest step
         self.count: Profile | None = None  # the trial's profile function
         self.watch: Profile | None = None  # the one kept, if the trial allows
         self.count_ns = self.watch_ns = 0.0  # what one call of each costs
@@ -96,10 +108,18 @@ def on_boundary() -> None:
     if trial.steps == 0:  # the step the generator was found in ends: count whole steps now
         _calibrate(trial)  # here, in a step whose wait is unknown anyway
         trial.events, trial.start_ns = 0, tracker.clock()
+        trial.last_ns = trial.start_ns
         return
+    now_ns = tracker.clock()
+    trial.longest_ns = max(trial.longest_ns, now_ns - trial.last_ns)
+    trial.last_ns = now_ns
     if trial.steps < TRIAL_STEPS:
         return
-    _decide(trial, tracker.clock())
+    if trial.steps < MAX_TRIAL_STEPS and sys.getprofile() is trial.count:
+        whole = _affordable(*_estimate(trial, now_ns, trimmed=False)[1:])
+        if whole != _affordable(*_estimate(trial, now_ns)[1:]):
+            return  # one step decides it: more steps tell whether it was a stall
+    _decide(trial, now_ns)
 
 
 def stop() -> None:
@@ -124,21 +144,35 @@ def _decide(trial: _Trial, now_ns: int) -> None:
         stop()
         _unknown("the job set a profiler of its own on the loop's thread, left alone")
         return
-    per_step = trial.events / trial.steps
-    step_ns = (now_ns - trial.start_ns) / trial.steps - per_step * trial.count_ns * IN_STEP_FACTOR
-    cost_ns = per_step * trial.watch_ns * IN_STEP_FACTOR
-    if step_ns > 0 and cost_ns <= BUDGET * step_ns:
+    per_step, step_ns, cost_ns = _estimate(trial, now_ns)
+    if _affordable(step_ns, cost_ns):
         sys.setprofile(watch)
         input_pipelines.loop_reads(trial.generator, tracker.clock())
         return
     stop()
     sys.setprofile(None)
-    share = cost_ns / step_ns if step_ns > 0 else float("inf")
+    # (Steps shorter than what counting their calls is estimated to cost: more than a step.)
+    share = f"{cost_ns / step_ns:.1%} of a {step_ns / 1e6:.2f} ms step" if step_ns > 0 else ""
     _unknown(
         f"timing its reads before Python 3.12 would cost ~{cost_ns / 1000:.0f} µs a step "
-        f"({share:.1%} of a {max(step_ns, 0) / 1e6:.2f} ms step: {per_step:.0f} Python and C "
-        "calls a step in the loop's thread, each seen)"
+        f"({share or 'more than a whole step'}: {per_step:.0f} Python and C calls a step in "
+        "the loop's thread, each seen)"
     )
+
+
+def _estimate(trial: _Trial, now_ns: int, *, trimmed: bool = True) -> tuple[float, float, float]:
+    """(profile calls a step, a step's ns without the trial's counting, the watch's ns a step):
+    `trimmed`, the steps' mean without the longest one (a stall, where there was one)."""
+    per_step = trial.events / trial.steps
+    elapsed, steps = now_ns - trial.start_ns, trial.steps
+    if trimmed and steps > 1:
+        elapsed, steps = elapsed - trial.longest_ns, steps - 1
+    step_ns = elapsed / steps - per_step * trial.count_ns * IN_STEP_FACTOR
+    return per_step, step_ns, per_step * trial.watch_ns * IN_STEP_FACTOR
+
+
+def _affordable(step_ns: float, cost_ns: float) -> bool:
+    return step_ns > 0 and cost_ns <= BUDGET * step_ns
 
 
 def _calibrate(trial: _Trial) -> None:
