@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from gpuwhy.model import DeviceInfo, Event, GpuSample, HostSample, Record
+from gpuwhy.model import DeviceInfo, Event, GpuSample, HostSample, Record, UtilKind, UtilSample
 from gpuwhy.telemetry.sampler import Sampler
 
 
@@ -59,6 +59,25 @@ class Host:
 
     def close(self) -> None:
         pass
+
+
+class HoldsBack(Counter):
+    """Keeps a sample of each read back until drained (as NVML's buffered samples are)."""
+
+    def __init__(self, name: str = "holds back", fails: bool = False) -> None:
+        super().__init__(name)
+        self.held: list[Record] = []
+        self.fails = fails
+
+    def read(self, now_ns: int) -> list[Record]:
+        self.held.append(UtilSample(now_ns, self.device, UtilKind.GPU, 50))
+        return super().read(now_ns)
+
+    def drain(self, now_ns: int) -> list[Record]:
+        if self.fails:
+            raise RuntimeError("driver gone")
+        held, self.held = self.held, []
+        return held
 
 
 class Unavailable(Counter):
@@ -155,3 +174,18 @@ def test_stop_before_start_and_start_after_stop_are_harmless() -> None:
     sampler.stop()
     assert sampler.start() == []
     assert good.reads == [] and good.closed == 0
+
+
+def test_stop_hands_on_what_a_source_held_back_then_closes_it() -> None:
+    records: list[Record] = []
+    holds, broken = HoldsBack(), HoldsBack("broken", fails=True)
+    sampler = Sampler([holds, broken, Host()], records.append, clock=_clock())
+    sampler.open_sources()
+    for _ in range(3):
+        sampler.tick()
+    assert not any(isinstance(r, UtilSample) for r in records)
+    sampler.stop()
+    drained = [r for r in records if isinstance(r, UtilSample)]
+    assert [r.t_ns for r in drained] == holds.reads  # every held sample, once, in order
+    assert holds.closed == 1 and broken.closed == 1  # a failing drain does not stop the close
+    assert sampler.degraded == {}

@@ -1,9 +1,11 @@
 """NvmlSource: every GPU through NVML (nvidia-ml-py), cheap calls per tick, slow ones aside.
 
 Per tick and device (microseconds each, references.md#nvml-cost): utilization, memory, SM clock,
-power, temperature, clock-event reasons, the driver's buffered utilization samples since the last
-timestamp NVML returned (references.md#nvml-samples), and GPM metrics on Hopper+ when ≥ 100 ms have
-passed since the previous GPM sample (references.md#nvml-gpm). Calls that cost milliseconds —
+power, temperature, clock-event reasons, and GPM metrics on Hopper+ when ≥ 100 ms have passed since
+the previous GPM sample (references.md#nvml-gpm). The driver's buffered utilization samples since
+the last timestamp NVML returned (references.md#nvml-samples) cost milliseconds a fetch and carry
+their own timestamps: they are fetched every few seconds (`SampleCadence`), and once more by
+`drain` when sampling stops. Calls that cost milliseconds —
 process lists (references.md#nvml-processes) and PCIe throughput, which blocks ~20 ms per counter
 (references.md#nvml-pcie) — run on a separate "slow lane" thread every `slow_interval_s`; each tick
 merges their latest result, so the sampler's period is never stretched by them. A value the GPU does
@@ -19,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpuwhy.model import DeviceInfo, Event, GpuSample, Record, UtilKind, UtilSample
+from gpuwhy.model import DeviceInfo, Event, GpuSample, Record, UtilSample
 from gpuwhy.telemetry import nvml_decode as nd
 from gpuwhy.telemetry.job import JobTracker
 from gpuwhy.telemetry.nvml_device import NvmlDevice, SlowReading, nvml_error_code
@@ -143,11 +145,7 @@ class NvmlSource:
 
     def read(self, now_ns: int) -> list[Record]:
         """A GpuSample per healthy device and the driver's new utilization samples."""
-        clocks = {
-            nd.TimeDomain.MONOTONIC: now_ns,
-            nd.TimeDomain.WALL: self._wall_clock(),
-            nd.TimeDomain.BOOT: self._boot_clock(),
-        }
+        clocks = self._clocks(now_ns)
         records: list[Record] = list(self._pending)
         self._pending.clear()
         for device in self.devices:
@@ -168,6 +166,13 @@ class NvmlSource:
         if self.devices and all(device.lost is not None for device in self.devices):
             raise RuntimeError(f"no GPU answers any more ({self.devices[0].lost})")
         return records
+
+    def _clocks(self, now_ns: int) -> dict[nd.TimeDomain, int]:
+        return {
+            nd.TimeDomain.MONOTONIC: now_ns,
+            nd.TimeDomain.WALL: self._wall_clock(),
+            nd.TimeDomain.BOOT: self._boot_clock(),
+        }
 
     def _read_device(
         self, device: NvmlDevice, now_ns: int, clocks: dict[nd.TimeDomain, int]
@@ -208,9 +213,28 @@ class NvmlSource:
             )
         ]
         records.extend(self._new_job_processes(device, slow, now_ns))
-        for kind in (UtilKind.GPU, UtilKind.MEMORY):
-            for t_ns, value in device.buffered_samples(kind, clocks):
-                records.append(UtilSample(t_ns, device.index, kind, value))
+        if device.cadence.due(now_ns):
+            records.extend(self._buffered(device, now_ns, clocks))
+        return records
+
+    @staticmethod
+    def _buffered(
+        device: NvmlDevice, now_ns: int, clocks: dict[nd.TimeDomain, int]
+    ) -> list[Record]:
+        return [
+            UtilSample(t_ns, device.index, kind, value)
+            for kind, t_ns, value in device.buffered_samples(now_ns, clocks)
+        ]
+
+    def drain(self, now_ns: int) -> list[Record]:
+        """The buffered samples not fetched yet (they are fetched every few seconds: the last
+        ones of a run would be lost without this); never raises."""
+        clocks = self._clocks(now_ns)
+        records: list[Record] = []
+        for device in self.devices:
+            if device.lost is None:
+                with contextlib.suppress(Exception):
+                    records.extend(self._buffered(device, now_ns, clocks))
         return records
 
     def _new_job_processes(

@@ -8,6 +8,7 @@ references.md#NAME (docs/references.md, from nvml.h and the nvidia-ml-py source)
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -207,6 +208,54 @@ def new_samples(
     timestamp to pass back next time (only ever one NVML returned: references.md#nvml-samples)."""
     fresh = sorted((stamp, value) for stamp, value in samples if stamp > last_seen_us)
     return (fresh[-1][0] if fresh else last_seen_us), fresh
+
+
+SAMPLES_INTERVAL_NS = 2 * 10**9
+"""How often the driver's buffered utilization samples are fetched (references.md#nvml-samples).
+
+A fetch costs milliseconds (2.7 ms a call, two calls for the two kinds, on an H200:
+docs/performance.md), so fetching on every 10 Hz tick cost about 5 % of a core. The samples carry
+their own timestamps, so fetching them late loses nothing while the driver's buffer holds more than
+the interval: it held 200 ms samples on the H200, and the buffer's size is undocumented, so
+`SampleCadence` watches for a gap that says samples were dropped and fetches more often then."""
+
+_DROPPED_GAP = 1.5  # a first new sample this many spacings after the last seen one: a gap
+_MIN_SAMPLES_INTERVAL_NS = 100_000_000  # samples come ≥ 1/6 s apart: more often finds nothing new
+
+
+@dataclass
+class SampleCadence:
+    """When to fetch one GPU's buffered samples next (see SAMPLES_INTERVAL_NS)."""
+
+    interval_ns: int = SAMPLES_INTERVAL_NS
+    next_ns: int = 0
+    spacing_us: int | None = None  # the driver's sample spacing: the median gap of one fetch
+    most: int = 0  # the most samples one fetch returned: the buffer holds at least that many
+
+    def due(self, now_ns: int) -> bool:
+        return now_ns >= self.next_ns
+
+    def fetched(self, now_ns: int, last_seen_us: int, stamps_us: list[int]) -> None:
+        """Note one fetch: `stamps_us` are the new samples' timestamps in time order, newer than
+        `last_seen_us` (0 when none was seen before).
+
+        A full buffer (as many samples as any fetch returned) that begins with a gap after the last
+        seen sample (more than 1.5 spacings: one missing) overflowed since the last fetch: the
+        interval halves (down to 100 ms). A gap alone is not enough: an idle GPU's buffer can run
+        dry, and then fill again."""
+        gaps = sorted(b - a for a, b in itertools.pairwise(stamps_us))
+        if gaps:
+            self.spacing_us = max(gaps[len(gaps) // 2], 1)
+        spacing = self.spacing_us
+        if (
+            spacing is not None
+            and last_seen_us > 0
+            and len(stamps_us) >= max(self.most, 2)
+            and stamps_us[0] - last_seen_us > _DROPPED_GAP * spacing
+        ):
+            self.interval_ns = max(self.interval_ns // 2, _MIN_SAMPLES_INTERVAL_NS)
+        self.most = max(self.most, len(stamps_us))
+        self.next_ns = now_ns + self.interval_ns
 
 
 def latest_process_shares(

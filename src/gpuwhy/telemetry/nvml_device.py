@@ -57,7 +57,8 @@ class NvmlDevice:
         self.lost: str | None = None
         self.slow = SlowReading()
         self.info = self._describe()
-        self._last_seen_us = {kind: self._prime_samples(kind) for kind in _SAMPLE_TYPES}
+        self.cadence = nd.SampleCadence()
+        self._last_seen_us = {kind: self._prime_samples(kind, now_ns) for kind in _SAMPLE_TYPES}
         self._domain: nd.TimeDomain | None = None
         self._not_before_ns = now_ns  # buffered samples from before gpuwhy started are not ours
         self._proc_last_seen_us = 0
@@ -135,30 +136,32 @@ class NvmlDevice:
             return [(int(s.timeStamp), int(s.sampleValue.uiVal)) for s in samples]
         return [(int(s.timeStamp), round(s.sampleValue.dVal)) for s in samples]
 
-    def _prime_samples(self, kind: UtilKind) -> int:
-        last_seen, _ = nd.new_samples(self._fetch_samples(kind, 0), 0)
+    def _prime_samples(self, kind: UtilKind, now_ns: int) -> int:
+        last_seen, whole_buffer = nd.new_samples(self._fetch_samples(kind, 0), 0)
+        if kind is UtilKind.GPU:
+            self.cadence.fetched(now_ns, 0, [stamp for stamp, _ in whole_buffer])
         return last_seen
 
     def buffered_samples(
-        self,
-        kind: UtilKind,
-        clocks: dict[nd.TimeDomain, int],
-    ) -> list[tuple[int, int]]:
-        """(monotonic t_ns, value %) of the samples NVML buffered since the last call."""
-        last_seen, fresh = nd.new_samples(
-            self._fetch_samples(kind, self._last_seen_us[kind]), self._last_seen_us[kind]
-        )
-        self._last_seen_us[kind] = last_seen
-        if not fresh:
-            return []
-        if self._domain is None:
-            self._domain = nd.detect_time_domain(fresh[-1][0], clocks)
-            if self._domain is None:
-                return []  # a clock we cannot place: no samples rather than misplaced ones
-        converted = [
-            (nd.to_monotonic_ns(stamp, self._domain, clocks), value) for stamp, value in fresh
-        ]
-        return [(t, min(max(v, 0), 100)) for t, v in converted if t >= self._not_before_ns]
+        self, now_ns: int, clocks: dict[nd.TimeDomain, int]
+    ) -> list[tuple[UtilKind, int, int]]:
+        """(kind, monotonic t_ns, value %) of the samples NVML buffered since the last fetch."""
+        found: list[tuple[UtilKind, int, int]] = []
+        for kind in _SAMPLE_TYPES:
+            before = self._last_seen_us[kind]
+            last_seen, fresh = nd.new_samples(self._fetch_samples(kind, before), before)
+            self._last_seen_us[kind] = last_seen
+            if kind is UtilKind.GPU:
+                self.cadence.fetched(now_ns, before, [stamp for stamp, _ in fresh])
+            if fresh and self._domain is None:
+                self._domain = nd.detect_time_domain(fresh[-1][0], clocks)
+            if not fresh or self._domain is None:
+                continue  # a clock we cannot place: no samples rather than misplaced ones
+            for stamp, value in fresh:
+                t_ns = nd.to_monotonic_ns(stamp, self._domain, clocks)
+                if t_ns >= self._not_before_ns:
+                    found.append((kind, t_ns, min(max(value, 0), 100)))
+        return found
 
     # ---- GPM (references.md#nvml-gpm)
     # -----------------------------------------------------------------

@@ -103,7 +103,8 @@ class Sampler:
         return self.devices
 
     def stop(self) -> None:
-        """Stop the thread and close the sources. Idempotent; never raises."""
+        """Stop the thread, hand on what the sources hold back, close them. Idempotent; never
+        raises."""
         if self._stopped:
             return
         self._stopped = True
@@ -113,9 +114,24 @@ class Sampler:
             if self._thread.is_alive():  # stuck in a source: closing it under its feet is unsafe
                 self.degraded.setdefault("sampler", "did not stop in time")
                 return
+        self._drain()
         for source in self._opened:
             with contextlib.suppress(Exception):
                 source.close()
+
+    def _drain(self) -> None:
+        """Hand on what the sources hold back (NVML's buffered samples since their last fetch)."""
+        now = self._clock()
+        for source in self._active:
+            drain = getattr(source, "drain", None)
+            if drain is None:
+                continue
+            try:
+                records = drain(now)
+            except Exception:
+                continue
+            for record in records:
+                self._emit(record)
 
     def latest(self) -> Snapshot:
         """The newest GPU sample per device and the newest host sample."""
