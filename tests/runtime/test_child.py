@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from gpuwhy.errors import ExitCode
+from gpuwhy.runtime import child as child_module
 from gpuwhy.runtime.child import (
     Child,
     SpawnError,
@@ -96,6 +98,38 @@ def test_signals_are_forwarded_and_handlers_restored() -> None:
         assert child.wait() == 42
     assert seen == [(signal.SIGTERM, "forwarded")]
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "no-pidfd"])
+def test_a_signal_that_lands_on_another_thread_is_forwarded_while_waiting(
+    pidfd: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The kernel hands a signal sent to the process to any thread that does not block it, such
+    # as gpuwhy's sampler or listener; the main thread, blocked waiting for the child, must still
+    # run the handler that forwards it (it is only ever run there). Without pidfds (not Linux)
+    # the wait is timed slices.
+    if not pidfd:
+        monkeypatch.setattr(child_module, "_pidfd", lambda pid: None)
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(42))\n"
+        "time.sleep(30)\n"
+    )
+
+    def signal_this_thread() -> None:
+        time.sleep(0.3)  # the main thread is in wait() by then
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+    seen: list[tuple[int, str]] = []
+    with Child(
+        [sys.executable, "-c", code], dict(os.environ), on_signal=lambda s, a: seen.append((s, a))
+    ) as child:
+        _wait_until_ready(child.pid)
+        threading.Thread(target=signal_this_thread, daemon=True).start()
+        started = time.monotonic()
+        assert child.wait() == 42
+        assert time.monotonic() - started < 10
+    assert seen == [(signal.SIGTERM, "forwarded")]
 
 
 def _wait_until_ready(pid: int | None) -> None:

@@ -445,16 +445,16 @@ def _boundary(st: ThreadState, t: int, dispatched: bool) -> int | None:
         if dispatched and st.step is not None and not st.framework:
             return st.step.exec_id
         return None
-    unfed = st.step is not None and not st.step.pulls
-    if unfed and st.fed and st.step is not None:
-        step = st.step
-        if step.stepped < OPTIMIZER_STEPS_A_BATCH:  # the batch's next optimizer step
-            step.stepped += 1
+    current = st.step
+    unfed = current is not None and not current.pulls
+    if unfed and st.fed and current is not None:
+        if current.stepped < OPTIMIZER_STEPS_A_BATCH:  # the batch's next optimizer step
+            current.stepped += 1
             # Its work is done when the step that ended at the batch's first is: the next
             # read waits for both.
             return st.prev_exec if dispatched else None
         st.fed = False
-    ended = st.step.exec_id if st.step is not None else None
+    ended = current.exec_id if current is not None else None
     close_step(st, t, last=False)
     step = _open(st, t)
     step.begun = True

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -36,6 +37,8 @@ from gpuwhy.wire import ENV_BOOT, ENV_PROFILE, ENV_RUN_ID, ENV_SOCKET, ENV_TRY
 
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 """Signals that gpuwhy passes on to the child as they are."""
+SIGNAL_LATENCY_S = 0.25
+"""At most this late, a signal that another thread of gpuwhy took is passed on (`Child.wait`)."""
 
 OnSignal = Callable[[int, str], None]
 """Called (in the main thread) with the signal number and what gpuwhy did about it."""
@@ -210,9 +213,28 @@ class Child:
         self._pending.clear()
 
     def wait(self) -> int:
-        """Wait for the child (signals are handled meanwhile); its shell exit status."""
-        assert self.process is not None
-        return exit_status(self.process.wait())
+        """Wait for the child (signals are handled meanwhile); its shell exit status.
+
+        A signal the kernel hands to another thread (the sampler's, the listener's: any that
+        does not block it) does not interrupt a blocking wait, and its handler only runs in the
+        main thread: the wait wakes every `SIGNAL_LATENCY_S` so that it is forwarded that late
+        at most, not when the job ends by itself. A pidfd (Linux) wakes it at the child's exit.
+        """
+        process = self.process
+        assert process is not None
+        pidfd = _pidfd(process.pid) if process.returncode is None else None
+        try:
+            while process.poll() is None:
+                if pidfd is not None:
+                    select.select([pidfd], [], [], SIGNAL_LATENCY_S)
+                else:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        process.wait(timeout=SIGNAL_LATENCY_S)
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+        assert process.returncode is not None
+        return exit_status(process.returncode)
 
     # -- signals ------------------------------------------------------------------------------
 
@@ -290,6 +312,17 @@ class FinishGuard:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.event.set()
+
+
+def _pidfd(pid: int) -> int | None:
+    """A file descriptor that becomes readable when `pid` exits (Linux 5.3+), else None."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        return int(pidfd_open(pid))
+    except OSError:
+        return None
 
 
 def threading_is_main() -> bool:
