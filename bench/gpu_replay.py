@@ -1,5 +1,6 @@
 """gpuwhy against the real-GPU truth: every committed capture (tests/data/gpu/<date>-<gpu>/)
-replayed through today's analysis, scenario by scenario, beside the truth the jobs measured.
+replayed through today's analysis, scenario by scenario, beside the truth the jobs measured
+(one section a capture).
 
 For each scenario's slow runs: the finding gpuwhy leads with, and the seconds its speed-up says
 the fix saves (run − run / speed-up) beside the seconds the fix took out of the train phase in
@@ -8,7 +9,7 @@ sampler's cost measured on that machine follows (extras/sampler_cost.md). Writes
 bench/results/gpu_capture.md; tests/analysis/test_gpu_capture.py holds the same numbers to
 their tolerances.
 
-    python bench/gpu_replay.py [--capture tests/data/gpu/2026-11-26-nvidia-h200] [--out FILE]
+    python bench/gpu_replay.py [--capture tests/data/gpu/2026-11-26-nvidia-h200 ...] [--out FILE]
 """
 
 from __future__ import annotations
@@ -81,41 +82,55 @@ def scenario_row(folder: Path, expected: str | None) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    latest = max(CAPTURES.iterdir()) if CAPTURES.is_dir() else None
-    parser.add_argument("--capture", type=Path, default=latest)
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "gpu_capture.md")
-    args = parser.parse_args(argv)
-    if args.capture is None or not args.capture.is_dir():
-        parser.error(f"no capture folder at {args.capture}: unpack one (bench/README.md)")
-    manifests = [json.loads(p.read_text()) for p in sorted(args.capture.glob("manifest-*.json"))]
+def capture_section(capture: Path) -> list[str]:
+    """One capture's table (and the sampler's cost on its machine, where it was measured)."""
+    manifests = [json.loads(p.read_text()) for p in sorted(capture.glob("manifest-*.json"))]
     expected = {n: s["expected"] for m in manifests for n, s in m["scenarios"].items()}
     machine = manifests[0]["machine"]
     gpu = machine["gpus"][0]
     lines = [
-        f"# On a real GPU: {gpu['name']}, {str(manifests[0]['started'])[:10]}",
+        f"## {gpu['name']}, {str(manifests[0]['started'])[:10]}",
         "",
-        f"Replayed with `python bench/gpu_replay.py` from `{args.capture.relative_to(ROOT)}` "
+        f"Replayed with `python bench/gpu_replay.py` from `{capture.relative_to(ROOT)}` "
         f"(driver {gpu['driver_version']}, {machine['cpu_count']} CPUs; how it was captured: "
         "its README.md). *Lead*: the finding gpuwhy puts first on the slow runs today. "
         "*Saved, gpuwhy*: run − run / speed-up of that finding, median over the slow runs. "
         "*Saved, truth*: the slow run's train phase less its pair's fixed one (the jobs' own "
         "timers), median over the pairs. Whole-run ratios are not compared: the runs' start-up "
-        "(Python, torch, CUDA: 7–10 s) varies by ±2 s between runs of the same variant.",
+        "(Python, the framework, CUDA: 7–10 s) varies by ±2 s between runs of the same variant.",
         "",
         "| scenario | should say | lead | pairs | saved, gpuwhy | saved, truth "
         "| gpuwhy / truth | fixed runs |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for folder in sorted(p for p in args.capture.iterdir() if p.is_dir() and p.name != "extras"):
+    for folder in sorted(p for p in capture.iterdir() if p.is_dir() and p.name != "extras"):
         if _pairs(folder):
             lines.append(scenario_row(folder, expected.get(folder.name)))
-    cost = args.capture / "extras" / "sampler_cost.md"
+    cost = capture / "extras" / "sampler_cost.md"
     if cost.exists():
         table = [line for line in cost.read_text().splitlines() if line.startswith("|")]
-        lines += ["", "## The sampler's cost with NVML on that machine", "", *table]
-    lines.append("")
+        lines += ["", "### The sampler's cost with NVML on that machine", "", *table]
+    return [*lines, ""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--capture", type=Path, action="append", help="a capture folder (default: every one)"
+    )
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "gpu_capture.md")
+    args = parser.parse_args(argv)
+    captures = args.capture or (
+        sorted(p for p in CAPTURES.iterdir() if p.is_dir()) if CAPTURES.is_dir() else []
+    )
+    if not captures:
+        parser.error(f"no capture folder in {CAPTURES}: unpack one (bench/README.md)")
+    for capture in captures:
+        if not capture.is_dir():
+            parser.error(f"no capture folder at {capture}: unpack one (bench/README.md)")
+    lines = ["# On a real GPU: the committed captures replayed against their measured truth", ""]
+    for capture in captures:
+        lines += capture_section(capture)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print(f"wrote {args.out}")

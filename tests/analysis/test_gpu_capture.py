@@ -11,61 +11,22 @@ run of its pair (the two ran back to back).
 
 from __future__ import annotations
 
-import functools
-import json
 import subprocess
 import sys
-from typing import Any
 
 import pytest
 
-from gpuwhy.analysis.diagnose import Diagnosis, diagnose
-from gpuwhy.model import Finding, Severity
 from gpuwhy.recording import Recording
 from support import ROOT
+from support.gpu_capture import TOLERANCE, Capture, codes, finding, warnings
 
 sys.path.insert(0, str(ROOT / "bench"))
 import gpu_replay
 
-CAPTURE = ROOT / "tests" / "data" / "gpu" / "2026-11-26-nvidia-h200"
-TOLERANCE = 0.20  # an estimate within 20 % of the measured truth
-
-
-@functools.cache
-def diagnosed(scenario: str, run: str) -> Diagnosis:
-    with Recording.open(CAPTURE / scenario / f"{run}.gpuwhy.db") as recording:
-        return diagnose(recording)
-
-
-def truth(scenario: str, run: str) -> dict[str, Any]:
-    return json.loads((CAPTURE / scenario / f"{run}.truth.json").read_text())
-
-
-def runs(scenario: str, variant: str) -> list[str]:
-    """The alternated pairs' runs of one variant (slow-0, slow-1, ...), in pair order."""
-    names = (p.name.split(".")[0] for p in (CAPTURE / scenario).glob(f"{variant}-*.truth.json"))
-    return sorted(n for n in names if n.split("-")[1].isdigit())
-
-
-def train_s(scenario: str, run: str) -> float:
-    return float(truth(scenario, run)["phases_s"]["train"])
-
-
-def saved_by_fix(scenario: str, slow: str) -> float:
-    """Seconds of the train phase the fix removed in the slow run's pair."""
-    return gpu_replay.saved_by_fix(CAPTURE / scenario, slow)
-
-
-def codes(diagnosis: Diagnosis) -> list[str]:
-    return [f.code for f in diagnosis.findings]
-
-
-def finding(diagnosis: Diagnosis, code: str) -> Finding:
-    return next(f for f in diagnosis.findings if f.code == code)
-
-
-def warnings(diagnosis: Diagnosis) -> list[str]:
-    return [f.code for f in diagnosis.findings if f.severity is not Severity.INFO]
+H200 = Capture("2026-11-26-nvidia-h200")
+CAPTURE = H200.folder
+diagnosed, truth, runs = H200.diagnosed, H200.truth, H200.runs
+train_s, saved_by_fix = H200.train_s, H200.saved_by_fix
 
 
 def test_every_recording_is_of_the_h200_with_the_job_on_it() -> None:

@@ -49,3 +49,15 @@ def test_a_missing_capture_is_one_line(tmp_path: Path) -> None:
     done = replay("--capture", str(tmp_path / "none"), "--out", str(tmp_path / "x.md"))
     assert done.returncode == 2 and "no capture folder" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_by_default_every_committed_capture_has_its_section(tmp_path: Path) -> None:
+    out = tmp_path / "gpu.md"
+    done = replay("--out", str(out))
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    captures = sorted(p.name for p in CAPTURE.parent.iterdir() if p.is_dir())
+    assert len(captures) >= 2
+    for name in captures:
+        assert f"from `tests/data/gpu/{name}`" in text
+    assert "| `torch_loader` |" in text and "| `keras_torch` |" in text
