@@ -1,7 +1,8 @@
 """Pageable host-to-device copies: every step copies a large batch from ordinary (pageable)
 host memory, which the driver stages through a bounce buffer at a fraction of the link's speed,
-and the step waits for it. Fixed: the batches in pinned memory, copied with `non_blocking=True`
-on a side stream one step ahead, so copies overlap compute.
+and the step (a linear layer trained on the batch) waits for it. Fixed: the batches in pinned
+memory, copied with `non_blocking=True` on a side stream one step ahead, so copies overlap
+compute.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def main() -> None:
         torch.randn(rows, width).pin_memory() if pinned else torch.randn(rows, width)
         for _ in range(2)
     ]
-    weight = torch.randn(width, 256, device=device)
+    model = torch.nn.Linear(width, 256).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     copy_stream = torch.cuda.Stream() if pinned else None
     with jobkit.torch_profile(job) as profiled, job.phase("train"):
         if copy_stream is not None:
@@ -36,7 +38,10 @@ def main() -> None:
                     ahead = batches[(index + 1) % 2].to(device, non_blocking=True)
             else:
                 current = batches[index % 2].to(device)
-            torch.relu(current @ weight).sum()
+            # A training step on the batch: what bounds a step for gpuwhy, as in a real loop.
+            optimizer.zero_grad(set_to_none=True)
+            torch.relu(model(current)).mean().backward()
+            optimizer.step()
             profiled()
     job.facts.update(steps=steps, batch_bytes=rows * width * 4, pinned=pinned)
     job.write()
