@@ -318,7 +318,10 @@ def _kernel_lines(kernels: Any) -> list[str]:
             lines.append(f"{label}: no GPU work in the trace ({rank.steps} steps)")
             continue
         if not rank.step_markers:
-            label += " (no step markers: its device work as one step; no findings without steps)"
+            label += (
+                " (no step markers: its device work as one window; only the waits the trace"
+                " times are judged)"
+            )
         idle, work = rank.idle_split, rank.work_split
         text = (
             f"{label}: GPU busy {rank.gpu_busy:.0%} of the steps; idle: waiting for the host "

@@ -19,7 +19,7 @@ from typing import Any
 from gpuwhy.analysis.diagnose import DeviceStats, Diagnosis
 from gpuwhy.analysis.framework import Framework
 from gpuwhy.analysis.kernels.breakdown import stream_idle, temporal, without_last_step
-from gpuwhy.analysis.kernels.findings import CHECKS
+from gpuwhy.analysis.kernels.findings import CHECKS, WINDOW_CHECKS
 from gpuwhy.analysis.kernels.placement import not_on_gpu
 from gpuwhy.analysis.kernels.ranks import rank_imbalance
 from gpuwhy.analysis.kernels.steps import RankFacts, StepFacts, busy_timeline, rank_facts
@@ -238,7 +238,8 @@ def diagnose_traces(traces: Sequence[RankTrace]) -> Diagnosis:
     findings: list[Finding] = []
     for rank in facts:
         if not rank.marked:
-            continue  # without steps the window holds start-up and pauses: no speed-up to give
+            findings.extend(f for check in WINDOW_CHECKS if (f := check(rank, name)) is not None)
+            continue
         placed = not_on_gpu(rank, name)
         if placed is not None:  # the device idles because nothing runs on it: nothing else to say
             findings.append(placed)

@@ -63,6 +63,11 @@ def _r(value: float, digits: int = 3) -> float:
     return round(value, digits)
 
 
+def _span(facts: RankFacts) -> str:
+    """What the shares are of: the steps, or the one window of a trace without step markers."""
+    return "the steps' time" if facts.marked else "the traced window (no step markers)"
+
+
 def input_bound(facts: RankFacts, phase: str) -> Finding | None:
     """The device idles while the host waits in the data loader."""
     steps = facts.steps
@@ -77,7 +82,7 @@ def input_bound(facts: RankFacts, phase: str) -> Finding | None:
         code="INPUT_BOUND",
         severity=Severity.WARNING if high else Severity.INFO,
         title=(
-            f"{who(facts)}the GPU idles {fraction:.0%} of the steps' time while the host "
+            f"{who(facts)}the GPU idles {fraction:.0%} of {_span(facts)} while the host "
             f"loads data ({'highly' if high else 'moderately'} input-bound)"
         ),
         evidence={
@@ -264,8 +269,8 @@ def pageable_copy(facts: RankFacts, phase: str) -> Finding | None:
         code="PAGEABLE_COPY",
         severity=Severity.WARNING if high else Severity.INFO,
         title=(
-            f"{who(facts)}copies from pageable host memory take {fraction:.0%} of the steps' "
-            "time on the GPU"
+            f"{who(facts)}copies from pageable host memory take {fraction:.0%} of "
+            f"{_span(facts)} on the GPU"
         ),
         evidence={
             "phase": phase,
@@ -338,3 +343,10 @@ def exposed_comms(facts: RankFacts, phase: str) -> Finding | None:
 
 
 CHECKS = (input_bound, host_wait, sync_bound, pageable_copy, exposed_comms)
+
+WINDOW_CHECKS = (input_bound, pageable_copy)
+"""What a trace without step markers (one window, first device work to last) can say: the waits
+the trace measures itself, inside the data loader's calls and in pageable copies, whose seconds
+do not depend on where a step begins. The others read the device's gaps, which in such a window
+hold start-up and pauses too. Over the window, pauses count as time: its speed-up is a lower
+bound of the steps'."""
