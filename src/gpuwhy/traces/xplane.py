@@ -11,7 +11,9 @@ What is kept, as for a Kineto trace:
   where there is none (a profile of a CPU, or one no device plane grouped), the host's root step
   markers: events with a ``step_num`` stat and ``_r`` set, as `tf.profiler.experimental.Trace`
   and `jax.profiler.StepTraceAnnotation` write them (the ones `gpuwhy run --profile` adds);
-- the input wait: host ``IteratorGetNext…`` events (XProf counts them as waiting for input);
+- the input wait: host ``IteratorGetNext…`` events (XProf counts them as waiting for input), and
+  where the profiler traced Python (JAX's default), the calls into Keras's data adapters
+  (``$py_dataset_adapter.py:257 _finite_generator``: a PyDataset's batches, and the like);
 - blocking syncs: host ``cuStreamSynchronize``/``cuCtxSynchronize``/``cuEventSynchronize``.
 
 Times are the line's ``timestamp_ns`` plus the event's ``offset_ps``, in nanoseconds.
@@ -37,6 +39,12 @@ _PB2_HOMES = (
 )
 _GPU_PLANE = re.compile(r"/device:GPU:(\d+)$")
 _SYNC_NAMES = {"cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"}
+# The Python tracer's events are "$<file>:<line> <function>": Keras's data adapters hand `fit`
+# its batches (each resume of their generators is an event).
+_KERAS_INPUT = re.compile(
+    r"\$(?:(?:py_dataset|array|generator|tf_dataset|torch_data_loader|grain_dataset)_adapter"
+    r"|data_adapter_utils)\.py:\d+ "
+)
 _COMM = re.compile(r"nccl|rccl", re.IGNORECASE)
 _module: ModuleType | None = None
 
@@ -197,7 +205,7 @@ def _take_host_plane(trace: RankTrace, plane: Any) -> list[tuple[int, int, int]]
             if correlation:
                 trace.launch_start_ns[int(correlation)] = start
                 trace.add_launch(start, end)
-            elif name.startswith("IteratorGetNext"):
+            elif name.startswith("IteratorGetNext") or _KERAS_INPUT.match(name):
                 trace.loader.append(HostCall(name, start, end, line.id))
             elif name in _SYNC_NAMES:
                 trace.syncs.append(HostCall(name, start, end, line.id))
