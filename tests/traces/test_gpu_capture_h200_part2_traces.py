@@ -159,6 +159,7 @@ def test_a_trace_without_step_markers_saves_the_loaders_wait_over_its_window(
     diagnosis = profile(profiles, scenario)
     found = next(f for f in diagnosis.findings if f.code == "INPUT_BOUND")
     assert "traced window (no step markers)" in found.title
+    assert ("PyDataset" in found.fix) is (scenario == "keras_jax")  # torch: its DataLoader
     assert found.speedup is not None and found.speedup > 1
     window_s = next(iter(diagnosis.phases.values())).time_s
     estimate = window_s - window_s / found.speedup

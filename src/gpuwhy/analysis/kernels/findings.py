@@ -68,6 +68,18 @@ def _span(facts: RankFacts) -> str:
     return "the steps' time" if facts.marked else "the traced window (no step markers)"
 
 
+def _input_fix(facts: RankFacts) -> str:
+    """The fix for the loader the trace shows: Keras's data adapters (traced Python: the only
+    `$file:line` events kept as loader calls, traces/xplane.py), tf.data's iterator, else
+    torch's DataLoader (Kineto's `enumerate(DataLoader)`)."""
+    names = [call.name for call in facts.trace.loader]
+    if any(name.startswith("$") for name in names):
+        return INPUT_FIXES["keras-jax"]
+    if any(name.startswith("IteratorGetNext") for name in names):
+        return INPUT_FIXES["tensorflow"]
+    return INPUT_FIXES["torch"]
+
+
 def input_bound(facts: RankFacts, phase: str) -> Finding | None:
     """The device idles while the host waits in the data loader."""
     steps = facts.steps
@@ -99,7 +111,7 @@ def input_bound(facts: RankFacts, phase: str) -> Finding | None:
             "threshold_fraction": HIGH_FRACTION if high else MODERATE_FRACTION,
             "reference": INPUT_REFERENCE,
         },
-        fix=INPUT_FIXES["torch"],
+        fix=_input_fix(facts),
         speedup=speedup,
         speedup_method=(
             "the device's idle time inside the data loader's calls removed from each step "
