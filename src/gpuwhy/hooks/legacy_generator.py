@@ -19,6 +19,7 @@ is called at every Python call and return, and every C call, of its thread. So:
 
 from __future__ import annotations
 
+import statistics
 import sys
 import threading
 import time
@@ -29,21 +30,24 @@ from typing import Any
 from gpuwhy.hooks import emitter, input_pipelines, tracker
 from gpuwhy.hooks.iterators import loop_read_delivered, loop_read_requested
 
-TRIAL_STEPS = 3
-"""Whole steps whose profile calls are counted before the watch is kept or removed."""
+TRIAL_STEPS = 5
+"""Whole steps whose profile calls are counted before the watch is kept or removed: five, so
+that a slow first one (a loop's first step often is: 5–9 ms where the others took 0.16 ms) and
+one stall leave their median a typical step."""
 
 BUDGET = 0.01
 """The most of a step the watch may cost: the overhead goal on a compute-bound job
 (docs/performance.md)."""
 
 MAX_TRIAL_STEPS = 20
-"""A trial goes on, up to this many steps, while its steps' mean and their mean without the
-longest step disagree on whether the watch is affordable: a stall of the shared machine
+"""A trial goes on, up to this many steps, while its steps' mean and their median disagree on
+whether the watch is affordable, then the median decides: a stall of the shared machine
 lengthens a step, never shortens one, so it can only make watching look cheap. Three steps of
 a tenth of a millisecond, whose watch costs ~36 µs each, look cheap with one stall of ~11 ms
-among them (the zoo's Flax loop over in-memory batches kept its watch so once). A loop whose
-steps differ by design (a GAN's long step with the read, its short one without) agrees once a
-few more are seen."""
+among them (the zoo's Flax loop over in-memory batches kept its watch so once); on a loaded
+machine several steps of a trial stall, which the median is blind to while they are fewer than
+half. A loop whose steps differ by design (a GAN's long step with the read, its short one
+without) agrees once a few more are seen."""
 
 IN_STEP_FACTOR = 4.0
 """What one call of the profile function costs among a step's work (gpuwhy's hooks in it), over
@@ -67,7 +71,7 @@ class _Trial:
         self.steps = -1  # step boundaries since the trial began (-1: none yet)
         self.start_ns = 0
         self.last_ns = 0  # the last step boundary's time
-        self.longest_ns = 0  # the trial's longest step
+        self.durations: list[int] = []  # the trial's steps (ns)
         self.count: Profile | None = None  # the trial's profile function
         self.watch: Profile | None = None  # the one kept, if the trial allows
         self.count_ns = self.watch_ns = 0.0  # what one call of each costs
@@ -111,14 +115,14 @@ def on_boundary() -> None:
         trial.last_ns = trial.start_ns
         return
     now_ns = tracker.clock()
-    trial.longest_ns = max(trial.longest_ns, now_ns - trial.last_ns)
+    trial.durations.append(now_ns - trial.last_ns)
     trial.last_ns = now_ns
     if trial.steps < TRIAL_STEPS:
         return
     if trial.steps < MAX_TRIAL_STEPS and sys.getprofile() is trial.count:
-        whole = _affordable(*_estimate(trial, now_ns, trimmed=False)[1:])
-        if whole != _affordable(*_estimate(trial, now_ns)[1:]):
-            return  # one step decides it: more steps tell whether it was a stall
+        mean = _affordable(*_estimate(trial, now_ns, robust=False)[1:])
+        if mean != _affordable(*_estimate(trial, now_ns)[1:]):
+            return  # a few steps decide it: more steps tell whether they stalled
     _decide(trial, now_ns)
 
 
@@ -160,14 +164,13 @@ def _decide(trial: _Trial, now_ns: int) -> None:
     )
 
 
-def _estimate(trial: _Trial, now_ns: int, *, trimmed: bool = True) -> tuple[float, float, float]:
+def _estimate(trial: _Trial, now_ns: int, *, robust: bool = True) -> tuple[float, float, float]:
     """(profile calls a step, a step's ns without the trial's counting, the watch's ns a step):
-    `trimmed`, the steps' mean without the longest one (a stall, where there was one)."""
+    `robust`, the steps' median (blind to stalls of fewer than half of them), else their mean."""
     per_step = trial.events / trial.steps
-    elapsed, steps = now_ns - trial.start_ns, trial.steps
-    if trimmed and steps > 1:
-        elapsed, steps = elapsed - trial.longest_ns, steps - 1
-    step_ns = elapsed / steps - per_step * trial.count_ns * IN_STEP_FACTOR
+    mean_ns = (now_ns - trial.start_ns) / trial.steps
+    typical_ns = statistics.median(trial.durations) if robust and trial.durations else mean_ns
+    step_ns = typical_ns - per_step * trial.count_ns * IN_STEP_FACTOR
     return per_step, step_ns, per_step * trial.watch_ns * IN_STEP_FACTOR
 
 
