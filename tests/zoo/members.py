@@ -157,15 +157,15 @@ MEMBERS = (
         inputs={"train": TWO_WORKERS},
     ),
     # 64 optimizer steps, 63 whole windows between them. Before the generator's reads are
-    # timed (found in the second batch, then a trial of four windows before Python 3.12: a
-    # short, a long and a short one say "cheap" with their longest and "costly" without it,
-    # and a fourth settles it), the first six windows are a step each; then each later batch
+    # timed (found in the second batch, then a trial of five windows or more before Python
+    # 3.12, while their mean and their median disagree on the cost: long windows with a read
+    # and short ones without), the first nine windows are a step each; then each later batch
     # is one step. 128 ms reads a batch: the watch of ~770 calls a window is kept.
     Member(
         "PyTorch GAN loop (two optimizer steps a batch) over a generator of batches",
         "torch_inputs.py",
         "torch",
-        {"train": 35},
+        {"train": 36},
         {"train": True},
         args=("--input", "generator", "--gan", "--read-ms", "8"),
         needs=("torch",),
