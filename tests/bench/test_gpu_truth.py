@@ -223,6 +223,17 @@ def test_a_spent_budget_starts_nothing_but_still_writes_the_archive(tmp_path: Pa
     assert (tmp_path / "gpu-truth-partall.tar.xz").is_file()
 
 
+def test_part_3_can_be_taken_one_extra_at_a_time(tmp_path: Path) -> None:
+    # Part 3 outruns one command of the GPU machine: its extras are named in --only.
+    done = kit(
+        "capture", "--dry-run", "--part", "3", "--only", "sampler_cost", "--out", str(tmp_path)
+    )
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "manifest-part3.json").read_text())
+    assert [r["name"] for r in manifest["runs"]] == ["warm-up", "sampler_cost"]
+    assert all(r["ok"] for r in manifest["runs"]) and manifest["skipped_for_time"] == []
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
