@@ -75,6 +75,11 @@ def facts(python: str, env: dict[str, str]) -> dict[str, Any]:
 
 
 def commit(root: Path) -> str:
-    """The repository's commit: git's answer, else GPUWHY_KIT_COMMIT (a copy without .git)."""
+    """The repository's commit: GPUWHY_KIT_COMMIT where it is given, else git's answer. The
+    variable comes first: a copy of a working tree can carry a `.git` of an older commit (one
+    capture's manifest named cf2c287 for code at eac4a9a)."""
+    given = os.environ.get("GPUWHY_KIT_COMMIT")
+    if given:
+        return given
     out = _run(["git", "-C", str(root), "rev-parse", "HEAD"]) if shutil.which("git") else None
-    return (out or "").strip() or os.environ.get("GPUWHY_KIT_COMMIT", "unknown")
+    return (out or "").strip() or "unknown"
