@@ -276,10 +276,33 @@ def _noting_mode(original: Callable[..., Any]) -> Callable[..., Any]:
                     held = _optimized.get(id(first)) if first is not None else None
                     if held is not None and held() is first:
                         tracker.model_mode(bool(mode), tracker.clock())
+                        _time_forwards(self, not mode)
                 except Exception as error:  # never into the user's training
                     emitter.report_once("module.train", f"mode hook failed: {error!r}")
 
     return train
+
+
+_forward_hook: Any = None  # the handle of the hook on the trained model while in eval mode
+
+
+def _time_forwards(model: Any, evaluating: bool) -> None:
+    """While the trained model is in eval mode, a forward hook on it (on that one module, for
+    the evaluation's span only) tells the tracker when each forward returned: the last one is
+    where an evaluation that the job's exit ends, ended."""
+    global _forward_hook
+    if _forward_hook is not None:
+        _forward_hook.remove()
+        _forward_hook = None
+    if evaluating:
+        _forward_hook = model.register_forward_hook(_forwarded)
+
+
+def _forwarded(module: Any, args: Any, output: Any) -> None:
+    try:
+        tracker.evaluated(tracker.clock())
+    except Exception as error:  # never into the user's evaluation
+        emitter.report_once("module.forward", f"forward hook failed: {error!r}")
 
 
 def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:

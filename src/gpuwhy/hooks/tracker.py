@@ -143,6 +143,8 @@ class ThreadState:
         "data_modes",
         "ending",
         "eval_at",
+        "eval_forward_ns",
+        "eval_synced_ns",
         "fed",
         "framework",
         "implicit_end_ns",
@@ -169,6 +171,11 @@ class ThreadState:
         self.data_modes: dict[str, int] = {}  # how a framework phase measures its data wait
         self.implicit_end_ns: int | None = None
         self.eval_at: int | None = None  # the trained model was put in eval mode (model_mode)
+        # Since then: when its last forward returned, and the first sync after it (the host
+        # waiting for that forward's device work): where an evaluation the job's exit ends, with
+        # no `.train()` after it, ends.
+        self.eval_forward_ns: int | None = None
+        self.eval_synced_ns: int | None = None
         # A loop only optimizer steps bound reads a generator that is timed (generator_pull):
         # its steps are its batches, whatever the optimizer steps each takes.
         self.fed = False
@@ -468,13 +475,15 @@ def model_mode(training: bool, t: int) -> None:
     """The trained model was switched to eval (`training` False) or train mode at `t`, in a loop
     only optimizer steps bound: from `.eval()` to `.train()` with no optimizer step between, the
     job evaluated it (a validation loop over tensors or lists, which no hooked iterator times).
-    That span becomes a "validation" phase once `.train()` shows where it ended; the optimizer
-    step left open at `.eval()` ends there and, as the tail of an epoch, is no step."""
+    That span becomes a "validation" phase once `.train()` shows where it ended (or, for the
+    last one, the job's exit: `finalize`); the optimizer step left open at `.eval()` ends there
+    and, as the tail of an epoch, is no step."""
     st = state()
     step = st.step
     if not training:
         if st.eval_at is None and _saw_training and step is not None and _steps_by_optimizer(st):
             st.eval_at = t
+            st.eval_forward_ns = st.eval_synced_ns = None
         return
     began, st.eval_at = st.eval_at, None
     if began is None or step is None or not st.phases or not _steps_by_optimizer(st):
@@ -485,6 +494,22 @@ def model_mode(training: bool, t: int) -> None:
     unwind(depth, t)
 
 
+def evaluated(t: int) -> None:
+    """The model put in eval mode (`model_mode`) returned from a forward call at `t`."""
+    st = state()
+    if st.eval_at is not None:
+        st.eval_forward_ns, st.eval_synced_ns = t, None
+
+
+def _evaluation_end(st: ThreadState) -> int | None:
+    """Where an evaluation still open ended: at the first sync after its last forward (on a
+    device, the host waiting for that forward's work), else when that forward returned (on the
+    CPU it ran in the call); None where it ran no forward."""
+    if st.eval_at is None:
+        return None
+    return st.eval_synced_ns or st.eval_forward_ns
+
+
 def count_sync() -> None:
     """The job read a device value on the host (it waited for the device): O(1), a counter.
 
@@ -492,6 +517,8 @@ def count_sync() -> None:
     attributable to any and is dropped.
     """
     st = state()
+    if st.eval_forward_ns is not None and st.eval_synced_ns is None and st.eval_at is not None:
+        st.eval_synced_ns = clock()
     step = st.step
     if step is not None:
         step.syncs += 1
@@ -740,12 +767,16 @@ def _owner_gone_callback(st: ThreadState) -> Callable[[weakref.ref[Any]], None]:
 
 
 def finalize(t: int) -> None:
-    """Interpreter exit: an implicit phase ends with its last closed step; an open step whose
-    end was never seen is dropped (its end would be the program's teardown, not training)."""
+    """Interpreter exit: an evaluation still open ends with its last forward (`evaluated`); an
+    implicit phase ends with its last closed step; an open step whose end was never seen is
+    dropped (its end would be the program's teardown, not training)."""
     _call_each(before_finalize, "an exit hook", t)
     for other in list(_ending_threads):  # loops of finished threads whose iterator lives on
         _settle_ending(other)
     st = state()
+    ended = _evaluation_end(st)
+    if ended is not None:  # the last evaluation, which the exit ended rather than `.train()`
+        model_mode(True, ended)
     if st.step is not None and st.phases:
         st.phases[-1][3] += st.step.syncs  # the step is dropped, its syncs stay in its phase
     st.step = None

@@ -1,10 +1,13 @@
 """Keras 2 as TensorFlow 2 jobs written before Keras 3 still run it: `tf.keras` with
 TF_USE_LEGACY_KERAS=1 (the tf_keras package), `fit` over a `tf.data` pipeline whose `map`
-reads slowly (storage latency, 3 ms a batch), `validation_data`, ModelCheckpoint to HDF5 and
+reads slowly (storage latency, 10 ms a batch), `validation_data`, ModelCheckpoint to HDF5 and
 EarlyStopping, then `evaluate`, and `predict` over the training data. Prints the final
 validation loss. The validation data is as large as the training data, so `evaluate`'s ten steps
-are a tenth of the run's steps: INPUT_BOUND holds back a wait that is a sliver of the repeated
-work (< 5 % of all phases' steady time), and five steps put this phase on that edge.
+are a sixth of the run's steps: INPUT_BOUND holds back a wait that is a sliver of the repeated
+work (< 5 % of all phases' steady time), and five steps put this phase on that edge. The read
+is long enough that a stall of this machine (~0.1 s in one step of a loaded CI run) cannot move
+a phase across that edge: at 3 ms a batch the whole steady run was 0.25 s, and `evaluate` (0.03 s
+of wait) once lost its finding on a loaded machine.
 
     --out DIR   where ModelCheckpoint keeps the best model (best.h5)
 """
@@ -22,7 +25,7 @@ TRAIN, VALIDATE, BATCH, EPOCHS = 320, 320, 32, 2
 
 
 def slow_read(features: np.ndarray) -> np.ndarray:
-    time.sleep(0.003)
+    time.sleep(0.010)
     return features
 
 
