@@ -90,7 +90,7 @@ SCENARIOS = (
         2,
         "pageable host→device copies vs pinned, non-blocking, one step ahead",
         "torch",
-        "TRANSFER_BOUND",
+        "PAGEABLE_COPY",
     ),
     Scenario(
         "keras_torch",

@@ -24,52 +24,52 @@ if [ "$fast" = 0 ]; then
     [ -d .venv/lib/python3*/site-packages/transformers ] 2>/dev/null || parts+=(zoo)
 fi
 bash scripts/need-space.sh "Setting up the test environments" "${parts[@]}"
+lint() {
+    .venv/bin/python -m ruff check src tests bench examples &&
+        .venv/bin/python -m ruff format --check src tests bench examples &&
+        .venv/bin/python -m mypy
+}
 if [ "$fast" = 1 ]; then
     # `bare` holds nothing (seconds, no download): jobs under test run in it because `gpuwhy run`
     # probes the job's interpreter, which answers at once there.
     bash scripts/test-envs.sh bare & envs=$!
     bash scripts/setup.sh
-    wait "$envs"
+    lint & linted=$!
 else
     # The main environment, the framework test environments and the Debian packages (the
     # browser for the HTML report's tests, Prometheus for the metrics test) are independent:
-    # set them up at once.
+    # set them up at once. Lint and type-check once .venv holds gpuwhy and its tools, beside the
+    # zoo's libraries going in (src/gpuwhy imports none of them).
     bash scripts/test-envs.sh & envs=$!
     bash scripts/system-packages.sh & packages=$!
     bash scripts/setup.sh
+    lint & linted=$!
     bash scripts/zoo-deps.sh  # into .venv: after setup.sh, while the others go on
-fi
-# Lint and type-check once .venv is complete, while the other set-ups may still run.
-lint=0
-{
-    .venv/bin/python -m ruff check src tests bench examples &&
-        .venv/bin/python -m ruff format --check src tests bench examples &&
-        .venv/bin/python -m mypy
-} || lint=$?
-if [ "$fast" = 0 ]; then
-    wait "$envs"
     wait "$packages"
 fi
-[ "$lint" = 0 ] || exit "$lint"
+wait "$envs"
+linted_status=0
+wait "$linted" || linted_status=$?
+[ "$linted_status" = 0 ] || exit "$linted_status"
 export GPUWHY_TEST_ENVS="$PWD/.venvs"
 # Three passes. First every test that measures no wall-clock time, one worker per core, a test
-# file per worker (a file's fixtures are built once). Then the `timing` tests, which hold
-# measured times to a truth: two at a time, each file on its own core (their jobs mostly wait
-# on a delay, and a truth is alternated with what it checks), but the `alone` ones by
-# themselves on a quiet machine. All run even if one fails; the slowest tests are named: the
-# whole run has to stay under half an hour.
+# file per worker (a file's fixtures are built once), the longest files first (tests/conftest.py).
+# Then the `timing` tests, which hold measured times to a truth: two at a time, each file on its
+# own core (their jobs mostly wait on a delay, and a truth is alternated with what it checks),
+# but the `alone` ones by themselves on a quiet machine. All run even if one fails; the slowest
+# tests are named: the whole run has to stay under half an hour.
 select="not timing"
 [ "$fast" = 1 ] && select="not slow and not timing"
 status=0
 .venv/bin/python -m pytest -m "$select" -n "${GPUWHY_TEST_WORKERS:-auto}" --dist loadfile \
-    --durations=15 "$@" || status=$?
+    --no-loadscope-reorder --durations=15 "$@" || status=$?
 # A timing test that misses is run once more (a stall of this shared machine is not gpuwhy's);
 # the summary names every such test with what its first attempt missed.
 slow=""
 [ "$fast" = 1 ] && slow=" and not slow"
 paired=0
 .venv/bin/python -m pytest -m "timing and not alone$slow" -n "${GPUWHY_TIMING_WORKERS:-2}" \
-    --dist loadfile --reruns 1 --durations=10 "$@" || paired=$?
+    --dist loadfile --no-loadscope-reorder --reruns 1 --durations=10 "$@" || paired=$?
 alone=0
 .venv/bin/python -m pytest -m "alone$slow" --reruns 1 --durations=5 "$@" || alone=$?
 # 5 is "nothing selected": a failure only when no pass ran a test.

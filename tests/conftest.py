@@ -29,7 +29,36 @@ def _gpu_reason() -> str | None:
     return None
 
 
+LONGEST_FIRST = (
+    "zoo/test_zoo.py",  # ~30 real-world jobs, each run bare and watched: ~500 s of a worker
+    "bench/test_gpu_truth.py",  # the GPU kit's dry run: ~290 s
+    "tryout/test_try_truth.py",  # the timing pass's longest: three tries against their truth
+    "scenarios/test_accuracy.py",
+    "tryout/test_try_jobs.py",
+)
+"""Test files that take a worker longest, in that order. scripts/test.sh hands whole files to
+its workers in collection order (`--dist loadfile --no-loadscope-reorder`): these go first, the
+others after them from the most tests to the fewest (xdist's own order), so no long file starts
+last while the other worker runs out of work."""
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    counts: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        counts[path] = counts.get(path, 0) + 1
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        path = item.nodeid.split("::")[0]
+        listed = next((i for i, tail in enumerate(LONGEST_FIRST) if path.endswith(tail)), None)
+        return (len(LONGEST_FIRST), -counts[path]) if listed is None else (listed, 0)
+
+    items.sort(key=rank)  # stable: a file's tests keep their order
+
+
+@pytest.hookimpl(trylast=True)  # after `-m` deselected: the files' counts are of what runs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _longest_first(items)
     reason = None
     if any(item.get_closest_marker("gpu") for item in items):
         reason = _gpu_reason()

@@ -44,6 +44,10 @@ pipeline's parallel stages (hooks/input_pipelines.py)."""
 GC_EVENT = "gc"
 """A full garbage collection in a job's process: start, `duration_ns`, `pid` (gc_pauses.py)."""
 
+COPY_EVENT = "pageable_copy"
+"""A phase's host-to-device copies from pageable memory, summed over a few seconds: `phase`,
+`count`, `ns` (the host's time blocked in them), `bytes`, `pid` (hooks/attribution.py)."""
+
 ENV_RUN_ID = "GPUWHY_RUN_ID"
 """Identifies the run; a process whose environment lacks it is not under `gpuwhy run`."""
 

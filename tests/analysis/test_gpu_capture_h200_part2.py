@@ -53,8 +53,9 @@ def test_the_capture_holds_every_run_of_the_four_scenarios() -> None:
 
 
 def test_every_recording_is_of_the_h200_with_the_job_on_it() -> None:
-    # 4 scenarios × (2 pairs + the profiled run), and pageable_copy's two `--profile` runs.
-    assert H200.recordings_of("NVIDIA H200", (9, 0)) == 4 * 5 + 2
+    # 4 scenarios × (2 pairs + the profiled run), pageable_copy's two `--profile` runs, and
+    # slow_validation's 2 pairs (the second card's, tests/analysis/test_gpu_capture_h200_b.py).
+    assert H200.recordings_of("NVIDIA H200", (9, 0)) == 4 * 5 + 2 + 4
 
 
 @pytest.mark.parametrize("scenario", INPUT_SCENARIOS)
@@ -133,15 +134,16 @@ def test_the_wait_the_fix_removed_is_the_slow_runs_less_the_fixed_ones(scenario:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="gpuwhy: no finding (no steps seen in the loop; the copies' 7.2-7.7 GB/s is 11-12 % "
-    "of the 63 GB/s link, under its 20 %); truth: the fix saves 3.42 s / 3.77 s of train",
+    reason="these recordings predate the timing of pageable copies (hooks/sync_counting.py): "
+    "gpuwhy says HOST_BOUND ~1.26x (the GPU 18 % busy); truth: the fix saves 3.81 s / 4.61 s "
+    "of train (x6.15); a capture with today's hooks is to replace them",
 )
-def test_pageable_copies_are_transfer_bound_and_their_saving() -> None:
+def test_pageable_copies_are_named_with_their_saving() -> None:
     for run in runs("pageable_copy", "slow"):
         assert truth("pageable_copy", run)["pinned"] is False
         diagnosis = diagnosed("pageable_copy", run)
-        assert codes(diagnosis)[:1] == ["TRANSFER_BOUND"], codes(diagnosis)
-        estimate = gpu_replay.saved_estimate(diagnosis, finding(diagnosis, "TRANSFER_BOUND"))
+        assert codes(diagnosis)[:1] == ["PAGEABLE_COPY"], codes(diagnosis)
+        estimate = gpu_replay.saved_estimate(diagnosis, finding(diagnosis, "PAGEABLE_COPY"))
         assert estimate == pytest.approx(saved_by_fix("pageable_copy", run), rel=TOLERANCE)
 
 

@@ -347,3 +347,56 @@ def test_steady_steps_waiting_after_a_long_start_up_stay_input_bound(tmp_path: P
     [finding] = [f for f in _diagnose(run).findings if f.code == "INPUT_BOUND"]
     assert finding.evidence["run_wait_fraction"] < 0.05
     assert finding.evidence["steady_run_wait_fraction"] == pytest.approx(0.6, abs=0.02)
+
+
+def _copies(run: Run, seconds: float, size: int, count: int = 100) -> None:
+    run.event(5, "pageable_copy", "", phase="train", count=count, ns=int(seconds * 1e9), bytes=size)
+    run.event(0.1, "hook", "torch", framework="torch")
+
+
+def test_pageable_copies_blocking_the_host_are_pageable_copy_not_host_bound(
+    tmp_path: Path,
+) -> None:
+    """The shape of the H200's pageable_copy job: the host blocked in copies most of training,
+    the GPU running kernels 18 % of it."""
+    run = Run(tmp_path / "r.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(run, step_s=0.08)  # 8 s of training
+    run.gpu(0, 1, end, util_gpu_pct=18, job_memory_bytes=GiB)
+    _copies(run, seconds=7.0, size=32 * 10**9)
+    diagnosis = _diagnose(run)
+    assert _codes(diagnosis) == ["PAGEABLE_COPY"]  # the cause named: no HOST_BOUND beside it
+    found = diagnosis.findings[0]
+    assert found.severity == Severity.WARNING and "pin_memory=True" in found.fix
+    assert found.evidence["pageable_copy_fraction"] == pytest.approx(7.0 / 8.0, abs=0.01)
+    assert found.evidence["copy_bytes_per_s"] == pytest.approx(32e9 / 7.0, rel=1e-3)
+    # 7 s blocked, less the 32 GB at the gen5 x16 link's 63.0 GB/s (0.51 s): 6.49 s, within
+    # the 8 s x 0.82 = 6.56 s the GPU ran no kernel.
+    link = 32 * 16e9 * 128 / 130 / 8
+    assert found.evidence["saved_s"] == pytest.approx(7.0 - 32e9 / link, abs=0.01)
+    assert found.speedup == pytest.approx(10 / (10 - (7.0 - 32e9 / link)), rel=1e-2)
+
+
+def test_pageable_copies_save_no_more_than_the_gpus_idle_time(tmp_path: Path) -> None:
+    """A busy GPU: the copies' blocked time was mostly the stream's kernels drained first."""
+    run = Run(tmp_path / "r.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(run, step_s=0.08)
+    run.gpu(0, 1, end, util_gpu_pct=75, job_memory_bytes=GiB)
+    _copies(run, seconds=4.0, size=10**9)
+    found = next(f for f in _diagnose(run).findings if f.code == "PAGEABLE_COPY")
+    assert found.evidence["saved_s"] == pytest.approx(8 * 0.25, abs=0.01)
+
+
+def test_a_few_pageable_copies_are_info_and_a_sliver_is_nothing(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(run, step_s=0.08)
+    run.gpu(0, 1, end, util_gpu_pct=30, job_memory_bytes=GiB)
+    _copies(run, seconds=0.8, size=10**9)  # 10 % of training: moderate
+    diagnosis = _diagnose(run)
+    assert _codes(diagnosis)[:2] == ["HOST_BOUND", "PAGEABLE_COPY"]
+    found = next(f for f in diagnosis.findings if f.code == "PAGEABLE_COPY")
+    assert found.severity == Severity.INFO and found.evidence["band"] == "moderate"
+    run2 = Run(tmp_path / "r2.db", duration_s=10, devices=[H100], environment=GPU_OK_ENV)
+    end = _train(run2, step_s=0.08)
+    run2.gpu(0, 1, end, util_gpu_pct=30, job_memory_bytes=GiB)
+    _copies(run2, seconds=0.3, size=10**9)  # under 5 %
+    assert "PAGEABLE_COPY" not in _codes(_diagnose(run2))

@@ -90,7 +90,11 @@ def _torch() -> Any:
 def test_torch_wrappers_are_transparent_and_undone(collected: Collected) -> None:
     torch = _torch()
     originals = {
-        name: getattr(torch.Tensor, name) for name in (*sync_counting.TORCH_HOST_READS, "cpu", "to")
+        name: getattr(torch.Tensor, name)
+        for name in (
+            *sync_counting.TORCH_HOST_READS,
+            *(name for name, _ in sync_counting.TORCH_COPIES),
+        )
     }
     synchronize = torch.cuda.synchronize
     scalar, vector = torch.tensor(2.5), torch.arange(6.0).reshape(2, 3)
@@ -118,6 +122,7 @@ def test_torch_wrappers_are_transparent_and_undone(collected: Collected) -> None
             functools.partial(bool, vector),
             functools.partial(float, vector),
             functools.partial(vector.to, "no-such-device"),
+            vector.cuda,  # a CPU build: "not compiled with CUDA"
         ):
             try:
                 call()
@@ -129,7 +134,10 @@ def test_torch_wrappers_are_transparent_and_undone(collected: Collected) -> None
     auto.install({})
     try:
         if not torch.cuda.is_initialized():  # no device yet: the copies are left as they are
-            assert all(getattr(torch.Tensor, name) is originals[name] for name in ("cpu", "to"))
+            assert all(
+                getattr(torch.Tensor, name) is originals[name]
+                for name, _ in sync_counting.TORCH_COPIES
+            )
         stale = _start_a_device(torch)
         for name, original in originals.items():
             wrapped = getattr(torch.Tensor, name)
@@ -137,7 +145,7 @@ def test_torch_wrappers_are_transparent_and_undone(collected: Collected) -> None
             assert wrapped.__doc__ == original.__doc__ and wrapped.__name__ == original.__name__
         assert torch.cuda.synchronize.__wrapped__ is synchronize
         assert reads() == plain
-        assert errors() == plain_errors and len(plain_errors) == 4
+        assert errors() == plain_errors and len(plain_errors) == 5
     finally:
         auto.uninstall()
     for call in stale:  # a device starting after the hooks were undone wraps nothing

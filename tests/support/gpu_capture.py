@@ -60,7 +60,7 @@ class Capture:
         return float(self.truth(scenario, run)["phases_s"]["train"])
 
     def saved_by_fix(self, scenario: str, slow: str) -> float:
-        """Seconds of the train phase the fix removed in the slow run's pair."""
+        """Seconds of the train (and validation) phase the fix removed in the slow run's pair."""
         return gpu_replay.saved_by_fix(self.folder / scenario, slow)
 
 

@@ -35,6 +35,15 @@ class HostStats:
 
 
 @dataclass(frozen=True)
+class PageableCopies:
+    """A phase's host-to-device copies from pageable memory (hooks/sync_counting.py)."""
+
+    count: int
+    seconds: float  # the host's time blocked in them
+    bytes: int
+
+
+@dataclass(frozen=True)
 class RunContext:
     """Measured facts about one run, as the rules see them."""
 
@@ -49,6 +58,8 @@ class RunContext:
     sync_counts: Mapping[str, int] = field(default_factory=dict)  # phase -> hooks' "sync" events
     # phase -> steps with at least one sync; absent where the events do not say (older hooks)
     synced_steps: Mapping[str, int] = field(default_factory=dict)
+    # phase -> the host-to-device copies from pageable memory the hooks timed (every process's)
+    pageable_copies: Mapping[str, PageableCopies] = field(default_factory=dict)
     # phase -> one row per rank, where two or more processes stepped in it (analysis/ranks.py)
     ranks: Mapping[str, Sequence[RankPhase]] = field(default_factory=dict)
     # phase -> how its input pipeline makes batches (analysis/inputs.py), where the hooks said

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuwhy.analysis.alignment import ACTIVE, RUN, GpuWindowStats
 from gpuwhy.analysis.blind_spots import BlindSpot, find_blind_spots
-from gpuwhy.analysis.context import RunContext
+from gpuwhy.analysis.context import PageableCopies, RunContext
 from gpuwhy.analysis.framework import Framework, detect
 from gpuwhy.analysis.hostwindows import host_window_stats
 from gpuwhy.analysis.inputs import phase_inputs
@@ -26,7 +26,7 @@ from gpuwhy.analysis.rules.transfer import link_bandwidth_bytes_per_s
 from gpuwhy.analysis.workers import Aligner, Workers
 from gpuwhy.model import NS_PER_S, DeviceInfo, Event, Finding, Severity, SpanKind, sort_findings
 from gpuwhy.redact import command_is_raw, recorded_command
-from gpuwhy.wire import GC_EVENT
+from gpuwhy.wire import COPY_EVENT, GC_EVENT
 
 if TYPE_CHECKING:
     from gpuwhy.recording.reader import Recording
@@ -104,6 +104,7 @@ class _EventFacts:
     events: list[Event] = field(default_factory=list)
     syncs: dict[str, int] = field(default_factory=dict)  # phase -> device-to-host syncs
     synced_steps: dict[str, int] = field(default_factory=dict)  # phase -> steps that synced
+    copies: dict[str, PageableCopies] = field(default_factory=dict)  # phase -> pageable copies
     # pid -> its full garbage collections (hooks/gc_pauses.py), in order
     pauses: dict[int | None, list[Interval]] = field(default_factory=dict)
 
@@ -120,6 +121,14 @@ def _event_facts(events: Iterable[Event]) -> _EventFacts:
             steps = event.data.get("steps")
             if isinstance(steps, int):  # hooks that count per step say how many steps synced
                 facts.synced_steps[key] = facts.synced_steps.get(key, 0) + steps
+        elif event.kind == COPY_EVENT:
+            count, ns, size = (event.data.get(k) for k in ("count", "ns", "bytes"))
+            if isinstance(count, int) and isinstance(ns, int) and isinstance(size, int):
+                key = str(phase or "train")
+                seen = facts.copies.get(key, PageableCopies(0, 0.0, 0))
+                facts.copies[key] = PageableCopies(
+                    seen.count + count, seen.seconds + ns / 1e9, seen.bytes + size
+                )
         elif event.kind == GC_EVENT:
             duration = event.data.get("duration_ns")
             pid = event.data.get("pid")
@@ -235,6 +244,7 @@ def diagnose(
         environment_findings=env_findings,
         sync_counts=event_facts.syncs,
         synced_steps=event_facts.synced_steps,
+        pageable_copies=event_facts.copies,
         ranks=ranks,
         inputs=phase_inputs(event_facts.events, phases),
     )

@@ -125,6 +125,33 @@ def overlap_transfers(run_s: float, phase: str, phase_s: float, transfer_fractio
     )
 
 
+def pin_copies(
+    run_s: float,
+    phase: str,
+    phase_s: float,
+    copy_s: float,
+    link_s: float | None,
+    util_pct: float | None,
+) -> WhatIf:
+    """Copies from pinned memory, queued without waiting (`non_blocking=True`): the host's time
+    blocked in pageable copies goes, less what the bytes take at the link's full rate
+    (``link_s``, which the device still spends), and never more than the phase's time the GPU
+    ran no kernel (what the blocked time also held: the stream's queued kernels it waited for
+    stay)."""
+    saved = copy_s - (link_s or 0.0)
+    idle_s = None if util_pct is None else phase_s * (1 - util_pct / 100.0)
+    if idle_s is not None:
+        saved = min(saved, idle_s)
+    link = f", less {link_s:.2f} s for the bytes at the link's rate" if link_s else ""
+    idle = f", at most the {idle_s:.2f} s the GPU ran no kernel" if idle_s is not None else ""
+    return _whatif(
+        run_s,
+        saved,
+        f"the host's {copy_s:.2f} s blocked in pageable copies in '{phase}' removed{link}{idle};"
+        " whole run by Amdahl",
+    )
+
+
 def full_clocks(
     run_s: float, phase: str, phase_s: float, util_pct: float, clock_mhz: float, max_mhz: float
 ) -> WhatIf:

@@ -27,6 +27,8 @@ asynchronous backend overlaps the previous step's compute:
 Device-to-host synchronisations arrive as one SYNC record per step (or phase segment) that had
 any; they are summed per phase and sent as one compact `Event(kind="sync")` per phase at most
 every `SYNC_EVENT_INTERVAL_NS` (and on every explicit flush and at exit), never one per sync.
+Host-to-device copies from pageable memory (COPY records: their count, the host's time in them,
+their bytes) are summed and sent the same way, as `Event(kind="pageable_copy")`.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuwhy.model import Event, Span, SpanKind
+from gpuwhy.wire import COPY_EVENT
 
 # Raw record tags (first tuple field).
 PHASE = 0  # (PHASE, phase, start_ns, end_ns)
@@ -44,6 +47,7 @@ STEP = 1  # (STEP, phase, index, start_ns, end_ns, steps_hint, exec_id, prev_exe
 PULL = 2  # (PULL, exec_id, request_ns, delivery_ns, busy)      a pull seen on the host
 DONE = 3  # (DONE, exec_id, t_ns)                 the execution's results exist (earliest wins)
 SYNC = 4  # (SYNC, phase, syncs, steps, t_ns)  syncs of one step (steps=1) or phase segment (0)
+COPY = 5  # (COPY, phase, copies, ns, bytes, t_ns)  a step's (or a segment's) pageable copies
 
 COMPUTE_END = -1
 """The delivery of an in-graph record that is no pull: (t, COMPUTE_END), a step's compute ended
@@ -105,6 +109,7 @@ class Attributor:
         self.hold_ns = hold_ns
         self.sync_interval_ns = sync_interval_ns
         self._syncs: dict[str, list[int]] = {}  # phase -> [syncs, steps that synced, last t]
+        self._copies: dict[str, list[int]] = {}  # phase -> [copies, ns, bytes, last t]
         self._syncs_sent_ns: int | None = None
         self._host_pulls: dict[int, list[tuple[int, int]]] = {}
         self._graph_pulls: deque[tuple[int, int]] = deque()
@@ -165,6 +170,12 @@ class Attributor:
                 summed[0] += item[2]
                 summed[1] += item[3]
                 summed[2] = max(summed[2], item[4])
+            elif tag == COPY:
+                summed = self._copies.setdefault(item[1], [0, 0, 0, 0])
+                summed[0] += item[2]
+                summed[1] += item[3]
+                summed[2] += item[4]
+                summed[3] = max(summed[3], item[5])
         for exec_id, held in list(self._held.items()):
             if self._ready(held) or now_ns - held.arrived_ns >= self.hold_ns:
                 del self._held[exec_id]
@@ -172,7 +183,9 @@ class Attributor:
         self._forget_stale(now_ns)
         if self._syncs_sent_ns is None:
             self._syncs_sent_ns = now_ns
-        if self._syncs and (counts or now_ns - self._syncs_sent_ns >= self.sync_interval_ns):
+        if (self._syncs or self._copies) and (
+            counts or now_ns - self._syncs_sent_ns >= self.sync_interval_ns
+        ):
             out.extend(self._sync_events(now_ns, pid))
         return out
 
@@ -195,7 +208,17 @@ class Attributor:
             )
             for phase, (syncs, steps, t_ns) in self._syncs.items()
         ]
+        events.extend(
+            Event(
+                t_ns,
+                COPY_EVENT,
+                "host-to-device copies from pageable memory",
+                {"phase": phase, "count": copies, "ns": ns, "bytes": size, "pid": pid},
+            )
+            for phase, (copies, ns, size, t_ns) in self._copies.items()
+        )
         self._syncs.clear()
+        self._copies.clear()
         if now_ns is not None:
             self._syncs_sent_ns = now_ns
         return events

@@ -17,6 +17,11 @@ and reads on other threads than the one running the phase (Keras's asynchronous 
 `torch.cuda.set_sync_debug_mode("warn")` would see more, but it is a process-global switch the
 job may use itself, and it reports each sync as a formatted Python warning (the per-location
 warning filter would also hide repeats): neither O(1) nor ours to take.
+
+The same `.to()` (and `.cuda()`) wrappers time the opposite copies, host to device, from pageable
+(not pinned) memory: the host blocks in them while the driver stages the data, and they cannot
+overlap compute (PAGEABLE_COPY, analysis/rules/pageable.py). A clock read around the call, and
+for a copy that left the CPU one `is_pinned()` query (~2 µs); a pinned copy is not recorded.
 """
 
 from __future__ import annotations
@@ -70,15 +75,45 @@ def _torch_cpu(original: Callable[..., Any]) -> Callable[..., Any]:
     return cpu
 
 
+def _copied(source: Any, moved: Any, started: int) -> None:
+    """A `.to()`/`.cuda()` of `source` that returned `moved` at once after `started`: a copy
+    from pageable host memory to a device is timed (the host blocks in it: the driver stages it
+    through a bounce buffer, references.md#cuda-pageable-copies); a pinned one, queued without
+    waiting, is not."""
+    ended = tracker.clock()
+    try:
+        if moved is not source and not moved.is_cpu and not source.is_pinned():
+            tracker.pageable_copy(started, ended, source.nbytes)
+    except Exception as error:  # never into the user's code
+        emitter.report_once("copy", f"copy timing failed: {error!r}")
+
+
+def _torch_cuda(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def cuda(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not self.is_cpu:
+            return original(self, *args, **kwargs)
+        started = tracker.clock()
+        moved = original(self, *args, **kwargs)
+        _copied(self, moved, started)
+        return moved
+
+    return cuda
+
+
 def _torch_to(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def to(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.is_cpu:  # to a device: a copy the host may block in
+            started = tracker.clock()
+            moved = original(self, *args, **kwargs)
+            _copied(self, moved, started)
+            return moved
         moved = original(self, *args, **kwargs)
         try:
             # Only device -> CPU copies wait; a non_blocking one lands in pinned memory.
             if (
                 moved is not self
-                and not self.is_cpu
                 and moved.is_cpu is True
                 and not kwargs.get("non_blocking")
                 and not any(a is True for a in args)
@@ -101,7 +136,7 @@ def _after_call(original: Callable[..., Any]) -> Callable[..., Any]:
     return synchronize
 
 
-TORCH_COPIES = (("cpu", _torch_cpu), ("to", _torch_to))
+TORCH_COPIES = (("cpu", _torch_cpu), ("to", _torch_to), ("cuda", _torch_cuda))
 """Wrapped only once a device has started (`_when_a_device_starts`): frameworks call `to()` all
 the time (Keras on torch ~50 times a step, moving what is already in place), and each wrapped
 call costs a Python frame, for nothing on a machine whose tensors are all on the CPU."""

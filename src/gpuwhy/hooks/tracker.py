@@ -36,6 +36,7 @@ from typing import Any
 
 from gpuwhy.hooks import emitter
 from gpuwhy.hooks.attribution import (
+    COPY,
     END_PULL,
     LAST,
     PHASE,
@@ -106,6 +107,7 @@ _next_index: dict[str, int] = {}
 class _Step:
     __slots__ = (
         "begun",
+        "copied",
         "exec_id",
         "expected",
         "index",
@@ -132,6 +134,7 @@ class _Step:
         self.steps = 1
         self.syncs = 0  # device-to-host synchronisations seen during the step
         self.stepped = 0  # optimizer steps taken in it after its batch's first (a GAN's)
+        self.copied: list[int] | None = None  # [copies, ns, bytes] from pageable host memory
 
 
 class ThreadState:
@@ -378,6 +381,9 @@ def close_step(st: ThreadState, t: int, *, last: bool = True) -> None:
         mode,
     )
     synced = (SYNC, step.phase, step.syncs, 1, t) if step.syncs else None
+    copied = step.copied
+    if copied is not None:
+        _send(st, (COPY, step.phase, *copied, t))
     if st.pending is not None:  # an unnamed loop's step: its index is given when it is named
         st.pending.append(record)
         if synced is not None:
@@ -508,6 +514,32 @@ def _evaluation_end(st: ThreadState) -> int | None:
     if st.eval_at is None:
         return None
     return st.eval_synced_ns or st.eval_forward_ns
+
+
+def pageable_copy(started: int, ended: int, size: int) -> None:
+    """The job copied `size` bytes from pageable host memory to a device, the host blocked in
+    the call from `started` to `ended` (sync_counting.py): summed into the open step, else sent
+    at once for the current phase; outside every phase it is dropped."""
+    st = state()
+    step = st.step
+    if step is not None:
+        copied = step.copied
+        if copied is None:
+            step.copied = [1, ended - started, size]
+        else:
+            copied[0] += 1
+            copied[1] += ended - started
+            copied[2] += size
+    elif st.phases:
+        _send(st, (COPY, st.phases[-1][0], 1, ended - started, size, ended))
+
+
+def _send(st: ThreadState, record: tuple[Any, ...]) -> None:
+    """Emit `record`, or hold it with the unnamed loop's records until that loop is named."""
+    if st.pending is not None:
+        st.pending.append(record)
+    else:
+        emitter.emit(record)
 
 
 def count_sync() -> None:

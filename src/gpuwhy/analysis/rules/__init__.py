@@ -16,6 +16,7 @@ from gpuwhy.analysis.rules import (
     memory,
     multi_gpu,
     one_time,
+    pageable,
     phase_gap,
     placement,
     straggler,
@@ -36,6 +37,7 @@ RULES: Sequence[Rule] = (
     host.check,  # HOST_BOUND, SYNC_BOUND
     multi_gpu.check,  # IDLE_GPUS, IDLE_ALLOCATED, GPU_IMBALANCE
     straggler.check,  # STRAGGLER
+    pageable.check,  # PAGEABLE_COPY
     transfer.check,  # TRANSFER_BOUND
     throttle.check,  # THROTTLED
     memory.check,  # MEMORY_PRESSURE
@@ -57,7 +59,7 @@ RUNTIME_CODES = (
     "STRAGGLER",
     "EXPOSED_COMMS",  # from profiler traces (analysis/kernels)
     "TRANSFER_BOUND",
-    "PAGEABLE_COPY",  # from profiler traces (analysis/kernels)
+    "PAGEABLE_COPY",  # from the hooks' timed copies, and from profiler traces
     "THROTTLED",
     "MEMORY_PRESSURE",
     "GPU_BOUND",

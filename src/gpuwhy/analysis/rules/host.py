@@ -11,6 +11,9 @@ reported too, saying that the wait was not measured: on an H200 a loop of batch-
 in-memory tensors kept the GPU 10 % busy and a 16× batch ran it 9× faster
 (tests/data/gpu/2026-11-26-nvidia-h200, tiny_batch), a host bottleneck no input explains.
 
+Where the host spends >= 20 % of the phase blocked in copies from pageable memory, that is the
+cause and PAGEABLE_COPY names it (rules/pageable.py), not HOST_BOUND.
+
 SYNC_BOUND is the same symptom with a known cause: the hooks saw device-to-host synchronisations
 (`.item()`, `.cpu()`, `.numpy()` of device values; hooks/sync_counting.py) on every step, which
 drain the GPU's queue so host and device take turns instead of overlapping. Because the cause is
@@ -27,7 +30,8 @@ from gpuwhy.analysis import whatif
 from gpuwhy.analysis.context import RunContext
 from gpuwhy.analysis.framework import pick
 from gpuwhy.analysis.rules.common import phase_util, r
-from gpuwhy.analysis.rules.input_bound import MODERATE_FRACTION
+from gpuwhy.analysis.rules.input_bound import HIGH_FRACTION, MODERATE_FRACTION
+from gpuwhy.analysis.rules.pageable import copy_fraction
 from gpuwhy.analysis.rules.placement import no_kernel_ran
 from gpuwhy.model import Finding, Severity
 
@@ -111,6 +115,8 @@ def check(ctx: RunContext) -> list[Finding]:
         return []  # the work is not on the GPU at all: NOT_ON_GPU's case
     if wait is not None and wait >= MODERATE_FRACTION:
         return []  # the GPU waits for data: INPUT_BOUND's case
+    if copy_fraction(ctx, train.name) >= HIGH_FRACTION:
+        return []  # the host blocks in pageable copies: PAGEABLE_COPY's case
     # Every rank counts its own syncs: divide by every rank's steps, not one rank's.
     syncs, steps = ctx.sync_counts.get(train.name, 0), train.process_steps
     per_step = syncs / steps
