@@ -53,16 +53,16 @@ wait "$linted" || linted_status=$?
 [ "$linted_status" = 0 ] || exit "$linted_status"
 export GPUWHY_TEST_ENVS="$PWD/.venvs"
 # Three passes. First every test that measures no wall-clock time, one worker per core, a test
-# file per worker (a file's fixtures are built once), the longest files first (tests/conftest.py).
-# Then the `timing` tests, which hold measured times to a truth: two at a time, each file on its
-# own core (their jobs mostly wait on a delay, and a truth is alternated with what it checks),
-# but the `alone` ones by themselves on a quiet machine. All run even if one fails; the slowest
+# file per worker (a file's fixtures are built once). Then the `timing` tests, which hold
+# measured times to a truth: two at a time, each file on its own core (their jobs mostly wait on
+# a delay, and a truth is alternated with what it checks), the longest files first
+# (tests/conftest.py), but the `alone` ones by themselves on a quiet machine. All run even if one fails; the slowest
 # tests are named: the whole run has to stay under half an hour.
 select="not timing"
 [ "$fast" = 1 ] && select="not slow and not timing"
 status=0
 .venv/bin/python -m pytest -m "$select" -n "${GPUWHY_TEST_WORKERS:-auto}" --dist loadfile \
-    --no-loadscope-reorder --durations=15 "$@" || status=$?
+    --durations=15 "$@" || status=$?
 # A timing test that misses is run once more (a stall of this shared machine is not gpuwhy's);
 # the summary names every such test with what its first attempt missed.
 slow=""

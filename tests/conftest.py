@@ -30,16 +30,16 @@ def _gpu_reason() -> str | None:
 
 
 LONGEST_FIRST = (
-    "zoo/test_zoo.py",  # ~30 real-world jobs, each run bare and watched: ~500 s of a worker
-    "bench/test_gpu_truth.py",  # the GPU kit's dry run: ~290 s
-    "tryout/test_try_truth.py",  # the timing pass's longest: three tries against their truth
+    "tryout/test_try_truth.py",  # three tries against their truth: ~230 s of a worker
     "scenarios/test_accuracy.py",
     "tryout/test_try_jobs.py",
 )
-"""Test files that take a worker longest, in that order. scripts/test.sh hands whole files to
-its workers in collection order (`--dist loadfile --no-loadscope-reorder`): these go first, the
-others after them from the most tests to the fewest (xdist's own order), so no long file starts
-last while the other worker runs out of work."""
+"""The timing pass's longest files, in that order. scripts/test.sh hands whole files to its two
+workers in collection order there (`--dist loadfile --no-loadscope-reorder`): these go first,
+the others after them from the most tests to the fewest (xdist's own order), so no long file
+starts last while the other worker runs out of work. (The first pass keeps xdist's order: its
+two longest, the zoo and the GPU kit's dry run, each run two jobs at once, and side by side
+they starved the kit on a loaded machine.)"""
 
 
 def _longest_first(items: list[pytest.Item]) -> None:

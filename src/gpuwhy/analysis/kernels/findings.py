@@ -15,6 +15,7 @@ from gpuwhy.analysis.rules.host import HOST_FIXES, SYNC_FIXES
 from gpuwhy.analysis.rules.input_bound import FIXES as INPUT_FIXES
 from gpuwhy.analysis.rules.input_bound import HIGH_FRACTION, MODERATE_FRACTION
 from gpuwhy.analysis.rules.input_bound import REFERENCE as INPUT_REFERENCE
+from gpuwhy.analysis.rules.pageable import FIX as PAGEABLE_FIX
 from gpuwhy.model import Finding, Severity
 
 LAUNCH_HIGH_FRACTION = 0.15
@@ -256,11 +257,6 @@ def sync_bound(facts: RankFacts, phase: str) -> Finding | None:
     )
 
 
-PAGEABLE_FIX = (
-    "Copy from pinned memory, asynchronously: `DataLoader(..., pin_memory=True)` and "
-    "`batch.to(device, non_blocking=True)` (or `tensor.pin_memory()` for tensors made by hand); "
-    "copy results back every N steps, not every step."
-)
 PAGEABLE_REFERENCE = (
     "Nsight Systems cuda_memcpy_async rule (pageable copies block; use pinned memory); "
     "XProf counts host-to-device time as input time (>= 5 % moderate, >= 20 % high)"

@@ -27,8 +27,10 @@ FIX = (
     "Copy from pinned memory, asynchronously: `DataLoader(..., pin_memory=True)` and "
     "`batch.to(device, non_blocking=True)` (or `tensor.pin_memory()` once for tensors kept on "
     "the host and copied every step); to overlap the copy with the step's compute, copy the next "
-    "batch on a side stream (`with torch.cuda.stream(copy_stream): ...`) one step ahead."
+    "batch on a side stream (`with torch.cuda.stream(copy_stream): ...`) one step ahead; copy "
+    "results back every N steps, not every step."
 )
+"""The fix for pageable copies, whether a recording or a profiler trace found them."""
 
 
 def copy_fraction(ctx: RunContext, phase: str) -> float:
