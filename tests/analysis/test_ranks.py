@@ -128,6 +128,22 @@ def test_syncs_per_step_count_every_ranks_steps(tmp_path: Path) -> None:
     assert "HOST_BOUND" in codes and "SYNC_BOUND" not in codes
 
 
+def test_pageable_copies_are_each_ranks_own_time(tmp_path: Path) -> None:
+    """Four ranks each blocked 1.2 s of a 3 s phase in pageable copies: 40 % of the phase, not
+    the 160 % their sum would make of it (capped at all of it), and 1.2 s saved, not 4.8."""
+    run = Run(tmp_path / "r.db", duration_s=5, devices=[device(0)], environment=GPU_OK_ENV)
+    end = _ddp(run, [0.0] * 4, compute_s=0.05, steps=60)
+    run.gpu(0, 1, end, util_gpu_pct=20, job_memory_bytes=GiB)
+    for pid in range(1000, 1004):
+        run.event(2, "pageable_copy", "", phase="train", count=60, ns=1_200_000_000,
+                  bytes=6 * 10**9, pid=pid)  # fmt: skip
+    found = next(f for f in _diagnose(run).findings if f.code == "PAGEABLE_COPY")
+    assert found.evidence["pageable_copy_fraction"] == pytest.approx(0.4, abs=0.01)
+    assert found.evidence["copies"] == 60 and found.evidence["copied_bytes"] == 6 * 10**9
+    link = 32 * 16e9 * 128 / 130 / 8  # device(0): PCIe gen5 x16
+    assert found.evidence["saved_s"] == pytest.approx(1.2 - 6e9 / link, abs=0.01)
+
+
 def test_ranks_join_their_gpus_by_what_nvml_saw(tmp_path: Path) -> None:
     devices = [device(0), device(1)]
     run = Run(tmp_path / "r.db", duration_s=5, devices=devices, environment=GPU_OK_ENV)

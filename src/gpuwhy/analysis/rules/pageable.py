@@ -7,13 +7,15 @@ bounce buffer at a fraction of the link's rate, and the host waits throughout
 queued and can overlap compute. The bands are the profiler-trace finding's (analysis/kernels):
 XProf counts host-to-device time as input time, >= 5 % of the phase moderate, >= 20 % high
 (references.md#xprof-input-pipeline). Judged per phase from the host's own clock, so it needs no
-GPU samples; the saving is bounded by them where they exist (whatif.pin_copies).
+GPU samples; the saving is bounded by them where they exist (whatif.pin_copies). Data-parallel
+ranks each block in their own copies at once: the figures are one process's, the sum over the
+processes that stepped in the phase.
 """
 
 from __future__ import annotations
 
 from gpuwhy.analysis import whatif
-from gpuwhy.analysis.context import RunContext
+from gpuwhy.analysis.context import PageableCopies, RunContext
 from gpuwhy.analysis.rules.common import MIN_PHASE_S, phase_util, r
 from gpuwhy.analysis.rules.input_bound import HIGH_FRACTION, MODERATE_FRACTION
 from gpuwhy.analysis.rules.transfer import link_bandwidth_bytes_per_s
@@ -33,9 +35,21 @@ FIX = (
 """The fix for pageable copies, whether a recording or a profiler trace found them."""
 
 
-def copy_fraction(ctx: RunContext, phase: str) -> float:
-    """The share of the phase's time the host spent blocked in pageable copies (0 where none)."""
+def _per_process(ctx: RunContext, phase: str) -> PageableCopies | None:
+    """The phase's pageable copies of one process: every process's sum over the processes that
+    stepped in it (data-parallel ranks copy alike, each on its own host thread)."""
     copies = ctx.pageable_copies.get(phase)
+    processes = max(len(ctx.ranks.get(phase, ())), 1)
+    if copies is None or processes == 1:
+        return copies
+    return PageableCopies(
+        copies.count // processes, copies.seconds / processes, copies.bytes // processes
+    )
+
+
+def copy_fraction(ctx: RunContext, phase: str) -> float:
+    """The share of the phase's time a process spent blocked in pageable copies (0 if none)."""
+    copies = _per_process(ctx, phase)
     stats = ctx.phases.get(phase)
     if copies is None or stats is None or stats.time_s <= 0:
         return 0.0
@@ -58,7 +72,7 @@ def check(ctx: RunContext) -> list[Finding]:
     findings = []
     link = _link_bytes_per_s(ctx)
     for phase in ctx.named_phases:
-        copies = ctx.pageable_copies.get(phase.name)
+        copies = _per_process(ctx, phase.name)
         if copies is None or phase.steps == 0 or phase.time_s < MIN_PHASE_S:
             continue
         fraction = copy_fraction(ctx, phase.name)
