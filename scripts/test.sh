@@ -56,8 +56,8 @@ export GPUWHY_TEST_ENVS="$PWD/.venvs"
 # file per worker (a file's fixtures are built once). Then the `timing` tests, which hold
 # measured times to a truth: two at a time, each file on its own core (their jobs mostly wait on
 # a delay, and a truth is alternated with what it checks), the longest files first
-# (tests/conftest.py), but the `alone` ones by themselves on a quiet machine. All run even if one fails; the slowest
-# tests are named: the whole run has to stay under half an hour.
+# (tests/conftest.py), but the `alone` ones by themselves on a quiet machine. All run even if
+# one fails; the slowest tests are named: the whole run has to stay under half an hour.
 select="not timing"
 [ "$fast" = 1 ] && select="not slow and not timing"
 status=0
