@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuwhy.analysis.kernels.diagnosis import diagnose_traces
-from gpuwhy.analysis.kernels.steps import KERNEL_WAIT_NS, rank_facts
+from gpuwhy.analysis.kernels.steps import KERNEL_WAIT_NS, RankFacts, rank_facts
 from gpuwhy.traces import load_traces, read_kineto
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -313,3 +313,48 @@ def test_not_on_gpu_where_the_listed_gpu_ran_under_half_a_percent_of_the_steps(
     assert placed.evidence["kernels_per_step"] == 1
     assert "NOT_ON_GPU" not in {f.code for f in findings(6)}  # 0.6 %: the GPU does run work
     assert "NOT_ON_GPU" not in {f.code for f in findings(4, gpu_listed=False)}  # no GPU seen
+
+
+def _ahead(
+    tmp_path: Path, host_us: float, device_us: float, steps: int = 5
+) -> tuple[RankFacts, Path]:
+    """`steps` host steps of `host_us`, each launching one kernel of `device_us` on one stream:
+    the device runs them back to back from the first launch, as a queue does."""
+    events = []
+    for n in range(steps):
+        t0 = n * host_us
+        events += [_cpu(f"ProfilerStep#{n}", t0, host_us), _launch(t0 + 1, n + 1)]
+        events.append(_kernel(max(t0 + 2, 2 + n * device_us), device_us, n + 1))
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return rank_facts(read_kineto(str(path))), path
+
+
+def test_a_host_that_ran_ahead_has_its_steps_timed_on_the_device(tmp_path: Path) -> None:
+    # The host issues a step every 100 µs; the device takes 400 µs a step: the host's markers
+    # would say 100 µs a step, the device did one in 400.
+    facts, path = _ahead(tmp_path, host_us=100, device_us=400)
+    assert facts.on_device
+    assert [s.time_ns for s in facts.steps] == [400_000] * 5
+    assert all(s.idle_ns == 0 and s.kernels == 1 for s in facts.steps)
+    summary = diagnose_traces(load_traces(str(path))).kernels.ranks[0]
+    assert summary.steps_on_device and summary.step_time_p50_s == pytest.approx(400e-6)
+
+
+@pytest.mark.parametrize("device_us", [40, 100, 140])
+def test_a_device_that_keeps_up_leaves_the_hosts_steps(tmp_path: Path, device_us: float) -> None:
+    # Up to the device taking 1.4 times the host's step: within HOST_AHEAD_RATIO.
+    facts, _ = _ahead(tmp_path, host_us=100, device_us=device_us)
+    assert not facts.on_device
+    assert [s.time_ns for s in facts.steps] == [100_000] * 5
+
+
+def test_steps_without_a_launch_the_trace_joins_keep_the_hosts_windows(tmp_path: Path) -> None:
+    events = []
+    for n in range(4):  # kernels with no correlation: nothing says which step launched them
+        events += [_cpu(f"ProfilerStep#{n}", n * 100, 100)]
+        events.append({**_kernel(n * 400 + 2, 400, 0), "args": {"device": 0, "stream": 7}})
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    facts = rank_facts(read_kineto(str(path)))
+    assert not facts.on_device and [s.time_ns for s in facts.steps] == [100_000] * 4

@@ -14,6 +14,7 @@ import pytest
 from hookspans import Collected, FakeClock
 
 from gpuwhy.hooks import api, attribution, auto, tracker
+from gpuwhy.model import SpanKind
 from gpuwhy.wire import COPY_EVENT
 
 
@@ -59,6 +60,32 @@ def test_an_unnamed_loops_copies_wait_for_its_name(collected: Collected, clock: 
     api.step()
     tracker.finalize(clock())
     assert copy_events(collected) == {"train": (3, 6_000_000, 192)}
+
+
+def test_the_step_open_at_exit_is_dropped_but_its_copies_stay_in_its_phase(
+    collected: Collected, clock: FakeClock
+) -> None:
+    with api.phase("train"):
+        for _ in range(2):
+            api.step()
+            clock.advance_ms(5)
+            tracker.pageable_copy(clock() - 2_000_000, clock(), 100)
+        tracker.finalize(clock())  # the second step's end was never seen
+    assert copy_events(collected) == {"train": (2, 4_000_000, 200)}
+    assert len(collected.spans(SpanKind.STEP, "train")) == 1
+
+
+def test_an_unnamed_loop_that_never_trains_is_named_once_its_held_copies_fill(
+    collected: Collected, clock: FakeClock
+) -> None:
+    """Copies count toward the records an unnamed loop holds: each step here holds two."""
+    steps = tracker.HELD_RECORDS // 2
+    for _ in range(steps + 1):
+        api.step()
+        clock.advance_ms(1)
+        tracker.pageable_copy(clock() - 500_000, clock(), 8)
+    assert copy_events(collected) == {"train": (steps, steps * 500_000, steps * 8)}
+    tracker.finalize(clock())
 
 
 def test_the_attributor_sums_copies_with_the_syncs_interval() -> None:

@@ -204,3 +204,24 @@ def test_the_profile_windows_name_pageable_copies_on_the_slow_run_only() -> None
         folder = CAPTURE / "pageable_copy" / f"window-{variant}.gpuwhy.profile"
         found[variant] = [f.code for f in diagnose_traces(load_traces(str(folder))).findings]
     assert found == {"slow": ["PAGEABLE_COPY"], "fixed": []}
+
+
+def test_the_fixed_window_ran_ahead_of_the_device_and_its_steps_are_the_devices() -> None:
+    """Pinned copies one step ahead on a side stream: the host issued five steps in 1.2-1.9 ms
+    each and went on while the device took ~4.8 ms a step. Projected onto the device, each step
+    is the device's: busy all through (a copy or a kernel ran), its median step the device's
+    work per step. The slow window's host waits out each copy: its own steps stand."""
+    timed = {}
+    for variant in ("slow", "fixed"):
+        folder = CAPTURE / "pageable_copy" / f"window-{variant}.gpuwhy.profile"
+        (trace,) = load_traces(str(folder))
+        timed[variant] = (rank(diagnose_traces([trace])), trace)
+    fixed, trace = timed["fixed"]
+    host_steps_s = [(end - start) / 1e9 for _, start, end in trace.steps]
+    assert fixed.steps_on_device and fixed.steps == 5
+    assert max(host_steps_s) < 0.002 and fixed.gpu_busy is not None and fixed.gpu_busy > 0.99
+    assert fixed.step_time_p50_s is not None and fixed.step_time_p50_s > 2 * max(host_steps_s)
+    device_s = (max(trace.ops.end_ns) - min(trace.ops.start_ns)) / 1e9 / fixed.steps
+    assert fixed.step_time_p50_s == pytest.approx(device_s, rel=0.05)
+    slow, _ = timed["slow"]
+    assert not slow.steps_on_device and slow.step_time_p50_s == pytest.approx(0.0384, rel=0.02)

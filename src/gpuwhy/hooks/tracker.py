@@ -90,7 +90,7 @@ discriminator's and its generator's): they end one step, a batch's. More than th
 row without a read, and the loop no longer reads (it trains on tensors it holds): each
 optimizer step is a step again."""
 HELD_RECORDS = 64
-"""An unnamed loop whose held records reach this many (32 to 64 steps: one or two records each)
+"""An unnamed loop whose held records reach this many (22 to 64 steps: one to three records each)
 without training is named then (gradient accumulation trains within a few batches): its records
 wait no longer."""
 
@@ -380,20 +380,13 @@ def close_step(st: ThreadState, t: int, *, last: bool = True) -> None:
         step.prev_exec,
         mode,
     )
-    synced = (SYNC, step.phase, step.syncs, 1, t) if step.syncs else None
-    copied = step.copied
-    if copied is not None:
-        _send(st, (COPY, step.phase, *copied, t))
-    if st.pending is not None:  # an unnamed loop's step: its index is given when it is named
-        st.pending.append(record)
-        if synced is not None:
-            st.pending.append(synced)
-        if len(st.pending) >= HELD_RECORDS:
-            _settle(st, st.phases[0], _untrained_name())
-    else:
-        emitter.emit(record)
-        if synced is not None:
-            emitter.emit(synced)
+    named = st.pending is None  # else an unnamed loop's step: its index is given when named
+    _send(st, record)
+    if step.syncs:
+        _send(st, (SYNC, step.phase, step.syncs, 1, t))
+    if step.copied is not None:
+        _send(st, (COPY, step.phase, *step.copied, t))
+    if named:
         _next_index[step.phase] = step.index + steps
     st.prev_exec = step.exec_id
     st.implicit_end_ns = t
@@ -535,11 +528,15 @@ def pageable_copy(started: int, ended: int, size: int) -> None:
 
 
 def _send(st: ThreadState, record: tuple[Any, ...]) -> None:
-    """Emit `record`, or hold it with the unnamed loop's records until that loop is named."""
-    if st.pending is not None:
-        st.pending.append(record)
-    else:
+    """Emit `record`, or hold it with the unnamed loop's records until that loop is named: at
+    most HELD_RECORDS, then a loop that has not trained yet is taken as untrained."""
+    pending = st.pending
+    if pending is None:
         emitter.emit(record)
+        return
+    pending.append(record)
+    if len(pending) >= HELD_RECORDS:
+        _settle(st, st.phases[0], _untrained_name())
 
 
 def count_sync() -> None:
@@ -809,8 +806,11 @@ def finalize(t: int) -> None:
     ended = _evaluation_end(st)
     if ended is not None:  # the last evaluation, which the exit ended rather than `.train()`
         model_mode(True, ended)
-    if st.step is not None and st.phases:
-        st.phases[-1][3] += st.step.syncs  # the step is dropped, its syncs stay in its phase
+    step = st.step
+    if step is not None and st.phases:  # the step is dropped; its syncs and copies stay
+        st.phases[-1][3] += step.syncs
+        if step.copied is not None:
+            _send(st, (COPY, step.phase, *step.copied, t))
     st.step = None
     if st.phases and st.phases[-1][2] and st.implicit_end_ns is not None:
         unwind(len(st.phases) - 1, st.implicit_end_ns)

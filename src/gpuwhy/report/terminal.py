@@ -322,6 +322,8 @@ def _kernel_lines(kernels: Any) -> list[str]:
                 " (no step markers: its device work as one window; only the waits the trace"
                 " times are judged)"
             )
+        elif rank.steps_on_device:
+            label += " (the host ran ahead of the device: its steps timed on the device)"
         idle, work = rank.idle_split, rank.work_split
         text = (
             f"{label}: GPU busy {rank.gpu_busy:.0%} of the steps; idle: waiting for the host "

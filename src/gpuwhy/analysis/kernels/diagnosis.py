@@ -49,6 +49,7 @@ class RankSummary:
     devices: dict[int, str]
     steps: int
     step_markers: bool  # False: the trace had none, its device work counts as one step
+    steps_on_device: bool  # the host ran ahead: its step markers projected onto the device
     step_time_p50_s: float | None
     gpu_busy: float | None  # union of device work / step time
     idle_split: dict[str, float]  # host_wait, kernel_wait, other: fractions of step time
@@ -134,6 +135,7 @@ def summarise_rank(facts: RankFacts) -> RankSummary:
         devices={d: trace.devices.get(d, "GPU") for d in facts.devices},
         steps=len(steps),
         step_markers=facts.marked,
+        steps_on_device=facts.on_device,
         step_time_p50_s=_per_step(steps, "time_ns", NS_PER_S),
         gpu_busy=round(1 - _fraction(steps, "idle_ns"), 4) if work else None,
         idle_split={

@@ -2,7 +2,9 @@
 
 A step is the host's ``ProfilerStep#N`` range; its window runs to the next step's start (the
 last step's to its own end), so back-to-back windows cover the profiled time once. Device work is
-clipped to the window: a kernel queued in step N and run in step N+1 counts where it ran.
+clipped to the window: a kernel queued in step N and run in step N+1 counts where it ran. Where
+the host ran well ahead of the device, its ranges do not bound the steps: they are projected onto
+the device, each from where its first launched work began there (``_device_windows``).
 
 Idle time of the device inside a window is split the way Holistic Trace Analysis splits it
 (references.md#hta-idle-time), but on the device rather than per stream:
@@ -96,6 +98,7 @@ class RankFacts:
     steps: list[StepFacts] = field(default_factory=list)
     devices: list[int] = field(default_factory=list)  # devices the rank ran work on
     marked: bool = True  # False: no step markers, the trace's device work is one window
+    on_device: bool = False  # the steps' windows are projected onto the device (host ran ahead)
     busy: IntervalSet | None = None  # the union of all the rank's device work
 
     @property
@@ -216,7 +219,15 @@ def _split_idle(columns: _Columns, gaps: Sequence[Interval]) -> _IdleSplit:
     return _IdleSplit(host, host_short, kernel, other)
 
 
-def _step_windows(trace: RankTrace, columns: _Columns) -> list[tuple[int, int, int]]:
+HOST_AHEAD_RATIO = 1.5
+"""The device ran the steps' work in at least this many times the host's time to issue it: the
+host ran ahead of the device (launches are asynchronous; its queue took up the difference), so
+the host's step markers do not bound the steps, and they are projected onto the device
+(references.md#nsight-gpu-projection). Half again leaves room for the last step's work, which
+ends after the host's last marker even when the host waits for the device every step."""
+
+
+def _host_windows(trace: RankTrace, columns: _Columns) -> list[tuple[int, int, int]]:
     """(number, start, end): each step runs to the next one's start, the last to its own end.
     A trace without step markers is one window, from its first device work to its last."""
     steps = sorted(trace.steps, key=lambda step: step[1])
@@ -228,6 +239,46 @@ def _step_windows(trace: RankTrace, columns: _Columns) -> list[tuple[int, int, i
         if stop > start:
             windows.append((number, start, stop))
     return windows
+
+
+def _device_windows(
+    host: list[tuple[int, int, int]], columns: _Columns
+) -> list[tuple[int, int, int]] | None:
+    """The host's step windows projected onto the device, as Nsight Systems projects a range:
+    a step begins where the first work launched in its host window began on the device, the last
+    ends where its work ended. None unless the host ran ahead (HOST_AHEAD_RATIO), or where a step
+    launched nothing the trace can join to its launch (no correlation to go by)."""
+    if len(host) < 2:
+        return None
+    starts = [start for _, start, _ in host]
+    issued_end = host[-1][2]
+    first: dict[int, int] = {}  # window -> its first work's start (columns sorted by start)
+    ran_end = 0
+    for start, end, launched in zip(columns.starts, columns.ends, columns.launched, strict=True):
+        if launched is None or not starts[0] <= launched < issued_end:
+            continue
+        first.setdefault(bisect.bisect_right(starts, launched) - 1, start)
+        ran_end = max(ran_end, end)
+    if len(first) < len(host):
+        return None
+    begins = [first[index] for index in range(len(host))]
+    if begins != sorted(begins) or ran_end - begins[0] < HOST_AHEAD_RATIO * (
+        issued_end - starts[0]
+    ):
+        return None
+    stops = [*begins[1:], ran_end]
+    return [
+        (number, begin, stop)
+        for (number, _, _), begin, stop in zip(host, begins, stops, strict=True)
+        if stop > begin
+    ]
+
+
+def _step_windows(trace: RankTrace, columns: _Columns) -> tuple[list[tuple[int, int, int]], bool]:
+    """The steps' windows, and whether they are the device's (the host ran ahead of it)."""
+    host = _host_windows(trace, columns)
+    device = _device_windows(host, columns) if trace.steps else None
+    return (device, True) if device is not None else (host, False)
 
 
 TIMELINE_BUCKETS = 400  # points of the busy timeline: a page's width, whatever the trace's length
@@ -259,7 +310,8 @@ def rank_facts(trace: RankTrace) -> RankFacts:
     columns = _columns(trace)
     facts = RankFacts(trace=trace, devices=sorted(columns.busy), busy=columns.all_busy)
     facts.marked = bool(trace.steps)
-    for number, start, end in _step_windows(trace, columns):
+    windows, facts.on_device = _step_windows(trace, columns)
+    for number, start, end in windows:
         facts.steps.append(_step(trace, columns, number, start, end))
     return facts
 

@@ -47,13 +47,14 @@ def _per_process(ctx: RunContext, phase: str) -> PageableCopies | None:
     )
 
 
+def _fraction(copies: PageableCopies | None, phase_s: float) -> float:
+    return min(copies.seconds / phase_s, 1.0) if copies is not None and phase_s > 0 else 0.0
+
+
 def copy_fraction(ctx: RunContext, phase: str) -> float:
     """The share of the phase's time a process spent blocked in pageable copies (0 if none)."""
-    copies = _per_process(ctx, phase)
     stats = ctx.phases.get(phase)
-    if copies is None or stats is None or stats.time_s <= 0:
-        return 0.0
-    return min(copies.seconds / stats.time_s, 1.0)
+    return _fraction(_per_process(ctx, phase), stats.time_s) if stats is not None else 0.0
 
 
 def _link_bytes_per_s(ctx: RunContext) -> float | None:
@@ -75,7 +76,7 @@ def check(ctx: RunContext) -> list[Finding]:
         copies = _per_process(ctx, phase.name)
         if copies is None or phase.steps == 0 or phase.time_s < MIN_PHASE_S:
             continue
-        fraction = copy_fraction(ctx, phase.name)
+        fraction = _fraction(copies, phase.time_s)
         if fraction < MODERATE_FRACTION:
             continue
         high = fraction >= HIGH_FRACTION
