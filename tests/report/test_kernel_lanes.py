@@ -21,6 +21,7 @@ from support.kernel_traces import big_trace
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 RESNET = TRACES / "kineto-samples" / "resnet50_num_workers_0.1623143566756.pt.trace.json.gz"
 NCCL = TRACES / "hta" / "a100_nccl_rank0_of_2.json.gz"
+GPU = TRACES.parent / "gpu"
 
 
 def decoded(data: dict) -> list[tuple[int, int, int, int, str, int]]:
@@ -97,3 +98,11 @@ def test_a_page_at_the_op_budget_stays_under_the_size_limit() -> None:
     (data,) = json.loads(block)
     assert data["ops_drawn"] <= MAX_OPS < data["ops_total"]
     assert "<" not in block  # JSON safe inside the script element
+
+
+def test_a_page_says_when_the_steps_are_timed_on_the_device() -> None:
+    """The H200 pageable_copy fixed window: its host ran ahead (docs/traces.md)."""
+    window = GPU / "2026-11-29-nvidia-h200" / "pageable_copy" / "window-fixed.gpuwhy.profile"
+    traces = load_traces(str(window))
+    page = render_trace_html(diagnose_traces(traces), traces)
+    assert "5 (timed on the device: the host ran ahead)" in page

@@ -77,6 +77,12 @@ def _stream_idle(streams: Mapping[str, Mapping[str, float]] | None) -> str:
     )
 
 
+def _steps_note(rank: Any) -> str:
+    if not rank.step_markers:
+        return " (no step markers)"
+    return " (timed on the device: the host ran ahead)" if rank.steps_on_device else ""
+
+
 def _rank(rank: Any, lanes: str) -> str:
     name = "the trace" if rank.rank is None else f"rank {rank.rank}"
     if rank.gpu_busy is None:
@@ -84,7 +90,7 @@ def _rank(rank: Any, lanes: str) -> str:
             f'<section class="rank"><h3>{esc(name)}</h3><p>No GPU work in the trace.</p></section>'
         )
     rows = [
-        ("steps", f"{rank.steps}" + ("" if rank.step_markers else " (no step markers)")),
+        ("steps", f"{rank.steps}" + _steps_note(rank)),
         ("step time (median)", seconds(rank.step_time_p50_s)),
         ("GPU busy", percent(rank.gpu_busy)),
         ("idle: waiting for the host", percent(rank.idle_split["host_wait"])),
