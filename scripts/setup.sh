@@ -11,5 +11,5 @@ fi
 # torch==2.13.0 is pinned because a CPU wheel of it is what CPU machines are given; an unpinned
 # torch pulls gigabytes of CUDA packages. tensorflow is the plain (CUDA-enabled) Linux wheel.
 # The development tools (pytest, ruff, mypy, jsonschema) are pinned in constraints-dev.txt.
-.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints-dev.txt -e '.[dev]' \
+bash scripts/install.sh .venv/bin/python -c constraints-dev.txt -e '.[dev]' \
     'tensorflow==2.21.0' 'torch==2.13.0' 'jax[cpu]'

@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # Real framework environments that `gpuwhy doctor --python` is tested against (.venvs/NAME).
-# They are independent, so they are built concurrently (installs are mostly waiting on disk).
+# They are independent, so they are built concurrently (scripts/install.sh: one cache for all).
 #   bash scripts/test-envs.sh            all of them (bare, tf-cpu, torch-cpu, tf-conflict, py312-jax,
 #                                        py313-jax, py310-jax)
 #   bash scripts/test-envs.sh bare ...   only those named (`bare`: seconds, nothing installed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-PIP_FLAGS=(-q --disable-pip-version-check)
 mkdir -p .venvs
 
 make_env() {  # make_env NAME [pip args...]: a venv holding exactly these distributions
@@ -15,7 +14,7 @@ make_env() {  # make_env NAME [pip args...]: a venv holding exactly these distri
     [ -f ".venvs/$name/.done" ] && return 0
     rm -rf ".venvs/$name"
     "$PY" -m venv ".venvs/$name"
-    if [ $# -gt 0 ]; then ".venvs/$name/bin/python" -m pip install "${PIP_FLAGS[@]}" "$@"; fi
+    if [ $# -gt 0 ]; then bash scripts/install.sh ".venvs/$name/bin/python" "$@"; fi
     touch ".venvs/$name/.done"
 }
 
@@ -23,7 +22,7 @@ make_conflict_env() {  # tensorflow-cpu and tensorflow in one environment: a rea
     [ -f .venvs/tf-conflict/.done ] && return 0
     make_env tf-conflict 'tensorflow-cpu==2.21.0'
     rm .venvs/tf-conflict/.done
-    .venvs/tf-conflict/bin/python -m pip install "${PIP_FLAGS[@]}" --no-deps 'tensorflow==2.21.0'
+    bash scripts/install.sh .venvs/tf-conflict/bin/python --no-deps 'tensorflow==2.21.0'
     touch .venvs/tf-conflict/.done
 }
 
