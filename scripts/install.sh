@@ -30,4 +30,4 @@ links=()
 for dir in ${PIP_FIND_LINKS:-} $(python3 -m pip config get global.find-links 2>/dev/null || true); do
     if [ -d "$dir" ]; then links+=(--find-links "$dir"); fi
 done
-exec "$uv" pip install -q --python "$python" "${links[@]}" "$@"
+exec "$uv" pip install -q --compile-bytecode --python "$python" "${links[@]}" "$@"
