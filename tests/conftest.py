@@ -1,8 +1,8 @@
 """The `gpu` marker: GPU tests skip, with the reason, where no NVIDIA GPU answers.
 
 Timing tests that measure again after a miss say so with ``record_property("retried", what the
-first attempt missed)``, and a timing test that failed is run once more (`--reruns 1`, in the
-timing pass of scripts/test.sh); the run's summary lists both, so a retry is seen, never hidden.
+first attempt missed)``, and a test that failed is run once more (`--reruns 1`, in every pass of
+scripts/test.sh); the run's summary lists both, so a retry is seen, never hidden.
 """
 
 from __future__ import annotations
