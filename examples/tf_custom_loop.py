@@ -10,7 +10,7 @@ the time each waits for its batch.
 
 `--fixed`: parallel reads (`num_parallel_calls=tf.data.AUTOTUNE`), `cache()` (the data fits in
 memory) and `prefetch`, so the next batch is ready when the step asks for it.
-About 10-20 s on a 2-core CPU; no GPU needed.
+About 20-25 s on a 2-core CPU; no GPU needed.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import argparse
 import os
 import time
 
-READ_DELAY_S = 0.06  # per batch: the storage's latency, not CPU work; about twice a step's
-# compute on a 2-core CPU, so the example stays input-bound on a slower machine too
-BATCHES = 60
+READ_DELAY_S = 0.1  # per batch: the storage's latency, not CPU work; 5-10 times a step's
+# compute on a 2-core CPU. The fix reads two batches at a time there, so its first epoch, which
+# fills the cache, still waits ~40 % of its time with two other jobs on those cores (~50 ms a step)
+BATCHES = 40
 BATCH = 128
 EPOCHS = 4
 
