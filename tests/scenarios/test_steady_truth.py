@@ -87,6 +87,15 @@ def test_the_steady_share_matches_the_loops_own_clock(name: str, record_property
     _measure(name, check, record_property)
 
 
-@pytest.mark.parametrize("name", list(TRUTH_BOUNDS))
+# The hidden-read JAX loop's truth is how its host work shares the cores with the step: with a
+# second test's jobs beside it the truth read 0.543 and then -1.214 (gpuwhy 0.004 both times,
+# CI 2026-11-29), so it is measured by itself.
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.alone) if name == "jax-generator-5" else name
+        for name in TRUTH_BOUNDS
+    ],
+)
 def test_the_steady_share_and_phase_speedup_match_the_fix(name: str, record_property: Any) -> None:
     _measure(name, lambda result: misses(result, *TRUTH_BOUNDS[name]), record_property)
