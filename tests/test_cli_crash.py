@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import gpuwhy.cli
+import gpuwhy.cli.doctor  # patched below: loaded by `main` only when it runs doctor
 from gpuwhy._version import __version__
 from gpuwhy.cli import crash
 from gpuwhy.errors import ExitCode
