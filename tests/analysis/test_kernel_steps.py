@@ -142,10 +142,11 @@ def test_a_cpu_only_rank_has_no_gpu_figures_and_no_findings() -> None:
     assert diagnosis.findings == [] and diagnosis.devices == []
 
 
-def _memcpy(ts: float, dur: float, corr: int, kind: str) -> dict:
+def _memcpy(ts: float, dur: float, corr: int, kind: str, size: int = 0) -> dict:
+    args = {"device": 0, "stream": 7, "correlation": corr, **({"bytes": size} if size else {})}
     return {
         "ph": "X", "cat": "gpu_memcpy", "name": f"Memcpy HtoD ({kind} -> Device)", "ts": ts,
-        "dur": dur, "args": {"device": 0, "stream": 7, "correlation": corr},
+        "dur": dur, "args": args,
     }  # fmt: skip
 
 
@@ -254,6 +255,45 @@ def test_pageable_copies_are_flagged_and_pinned_ones_are_not(tmp_path: Path) -> 
     assert copy.severity.value == "warning"
     pinned = {f.code for f in _diagnose(tmp_path, _steps(4, 100, body("Pinned")))}
     assert "PAGEABLE_COPY" not in pinned
+
+
+MIB = 1 << 20
+
+
+def _copy_bound_steps(size: int) -> list[dict]:
+    """Steps of 100 µs: an 8 MiB pageable copy of 80 µs, then a 10 µs kernel; before them, one
+    8 MiB copy from pinned memory took 40 µs (the trace's own pinned rate, twice as fast)."""
+
+    def body(n: int, t0: float) -> list[dict]:
+        c = 10 * n + 1
+        return [
+            _runtime("cudaMemcpyAsync", t0, 80, c), _memcpy(t0 + 1, 80, c, "Pageable", size),
+            _runtime("cudaLaunchKernel", t0 + 81, 1, c + 1), _kernel(t0 + 85, 10, c + 1),
+        ]  # fmt: skip
+
+    pinned = [_runtime("cudaMemcpyAsync", -100, 1, 999), _memcpy(-99, 40, 999, "Pinned", size)]
+    return [*pinned, *_steps(4, 100, body)]
+
+
+def test_a_pageable_copys_saving_counts_the_pinned_copys_own_time(tmp_path: Path) -> None:
+    """With the fix, each step's copy runs from pinned memory beside the step's other work, at
+    the rate the trace's own pinned copy ran: a step takes the longer of the two, here the
+    40 µs copy against 20 µs of other work (x2.5, not the x5 of a free copy)."""
+    findings = {f.code: f for f in _diagnose(tmp_path, _copy_bound_steps(8 * MIB))}
+    copy = findings["PAGEABLE_COPY"]
+    assert copy.speedup == pytest.approx(100 / 40, rel=0.01)
+    assert copy.evidence["pinned_copy_ms_per_step"] == pytest.approx(0.04, abs=0.001)
+    rate = 8 * MIB / 40_000  # bytes per ns: GB/s
+    assert copy.evidence["pinned_rate_gb_s"] == {"HtoD": {"rate": round(rate, 1), "from": "trace"}}
+    assert "longer of its other work" in copy.speedup_method
+
+
+def test_without_the_copies_sizes_the_saving_is_an_upper_bound(tmp_path: Path) -> None:
+    """A trace whose copies carry no size: the copies are counted as free, and said to be."""
+    copy = {f.code: f for f in _diagnose(tmp_path, _copy_bound_steps(0))}["PAGEABLE_COPY"]
+    assert copy.speedup == pytest.approx(100 / 20, rel=0.01)
+    assert copy.evidence["pinned_copy_ms_per_step"] is None
+    assert copy.speedup_method.startswith("at most")
 
 
 def test_two_ranks_name_the_slower_rank_and_the_exposed_collectives() -> None:

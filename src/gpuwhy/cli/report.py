@@ -124,12 +124,16 @@ def with_profile_window(
 ) -> tuple[Any, list[Any], str | None]:
     """The diagnosis with the run's profiler window folded in, the window's traces, and why it
     could not be read (the diagnosis then as it was, no traces)."""
+    from gpuwhy.analysis.kernels.copy_rate import link_bytes_per_s
     from gpuwhy.analysis.kernels.window import window_cost, with_profile
     from gpuwhy.model import SpanKind
     from gpuwhy.traces import load_traces
 
     try:
         traces = load_traces(str(profile_dir))
+        link = link_bytes_per_s(recording.devices)  # a trace alone does not know its link
+        for trace in traces:
+            trace.link_bytes_per_s = link
         cost = window_cost(recording.events(), recording.spans(SpanKind.STEP))
         return with_profile(diagnosis, traces, cost), traces, None
     except Exception as error:

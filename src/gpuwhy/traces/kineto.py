@@ -187,6 +187,7 @@ def _take_events(trace: RankTrace, events: Iterable[Mapping[str, Any]]) -> None:
                 int(kind),
                 index,
                 int(args.get("correlation") or 0),
+                int(args.get("bytes") or 0) if kind is OpKind.MEMCPY else 0,
             )
         elif cat in _RUNTIME_CATS:
             _take_runtime(trace, name, start, end, args, event.get("tid"))

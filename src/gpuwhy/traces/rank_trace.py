@@ -34,12 +34,21 @@ class DeviceOps:
     kind: array[int] = field(default_factory=lambda: array("b"))
     name: array[int] = field(default_factory=lambda: array("i"))  # index into RankTrace.names
     correlation: array[int] = field(default_factory=lambda: array("q"))  # 0: none given
+    size: array[int] = field(default_factory=lambda: array("q"))  # a copy's bytes; 0: not given
 
     def __len__(self) -> int:
         return len(self.start_ns)
 
     def append(
-        self, start: int, end: int, device: int, stream: int, kind: int, name: int, corr: int
+        self,
+        start: int,
+        end: int,
+        device: int,
+        stream: int,
+        kind: int,
+        name: int,
+        corr: int,
+        size: int = 0,
     ) -> None:
         self.start_ns.append(start)
         self.end_ns.append(end)
@@ -48,6 +57,7 @@ class DeviceOps:
         self.kind.append(kind)
         self.name.append(name)
         self.correlation.append(corr)
+        self.size.append(size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +96,9 @@ class RankTrace:
     cpu_op_ns: dict[str, int] = field(default_factory=dict)
     cpu_op_calls: dict[str, int] = field(default_factory=dict)
     events: int = 0  # trace events read
+    # The host link's rate (bytes/s) where the trace comes with a recording that knows it
+    # (`run --profile`: the GPU's PCIe generation and width), for copies from pinned memory.
+    link_bytes_per_s: float | None = None
 
     def add_launch(self, start_ns: int, end_ns: int) -> None:
         self.launch_call_start_ns.append(start_ns)

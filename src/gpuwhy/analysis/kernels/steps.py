@@ -37,6 +37,7 @@ from gpuwhy.analysis.intervals import (
     total_ns,
     union,
 )
+from gpuwhy.analysis.kernels.copy_rate import PinnedRate, direction, pinned_ns, pinned_rates
 from gpuwhy.traces import HostCall, OpKind, RankTrace
 
 KERNEL_WAIT_NS = 30_000
@@ -78,6 +79,9 @@ class StepFacts:
     sync_idle_ns: int  # device idle in the gaps that began while the host was blocked in a sync
     pageable_copy_ns: int  # device time of copies from/to pageable host memory
     pageable_copy_alone_ns: int  # of it, not hidden under compute
+    # what the copies begun in the step would take from pinned memory; None: a size or rate
+    # unknown (copy_rate.py)
+    pageable_pinned_ns: float | None
     optimizer_ns: int
 
     @property
@@ -100,6 +104,7 @@ class RankFacts:
     marked: bool = True  # False: no step markers, the trace's device work is one window
     on_device: bool = False  # the steps' windows are projected onto the device (host ran ahead)
     busy: IntervalSet | None = None  # the union of all the rank's device work
+    pinned_rates: dict[str, PinnedRate] = field(default_factory=dict)  # per copy direction
 
     @property
     def has_device_work(self) -> bool:
@@ -142,6 +147,10 @@ class _Columns:
     # trace of hundreds of steps costs steps x log(intervals), not steps x intervals.
     by_kind: dict[OpKind, IntervalSet]
     pageable: IntervalSet
+    # the pageable copies by start: their sizes (bytes) and directions ("HtoD"...)
+    pageable_starts: list[int]
+    pageable_sizes: list[int]
+    pageable_ways: list[str | None]
     busy: dict[int, IntervalSet]
     all_busy: IntervalSet
     launch_starts: list[int]  # the host's launch calls, sorted by start
@@ -158,18 +167,25 @@ def _columns(trace: RankTrace) -> _Columns:
     by_kind: dict[OpKind, list[Interval]] = {kind: [] for kind in OpKind}
     per_device: dict[int, list[Interval]] = {}
     pageable = []
+    sizes: list[int] = []
+    ways: list[str | None] = []
     for i in order:
         span = (ops.start_ns[i], ops.end_ns[i])
         by_kind[OpKind(ops.kind[i])].append(span)
         per_device.setdefault(ops.device[i], []).append(span)
-        if ops.kind[i] == OpKind.MEMCPY and "Pageable" in trace.names[ops.name[i]]:
+        if ops.kind[i] == OpKind.MEMCPY and "Pageable" in (name := trace.names[ops.name[i]]):
             pageable.append(span)
+            sizes.append(ops.size[i])
+            ways.append(direction(name))
     return _Columns(
         starts=starts,
         ends=ends,
         launched=launched,
         by_kind={kind: IntervalSet(spans) for kind, spans in by_kind.items()},
         pageable=IntervalSet(pageable),
+        pageable_starts=[start for start, _ in pageable],
+        pageable_sizes=sizes,
+        pageable_ways=ways,
         busy={device: IntervalSet(spans) for device, spans in per_device.items()},
         all_busy=IntervalSet(zip(starts, ends, strict=True)),
         **_launch_columns(trace),
@@ -310,13 +326,21 @@ def rank_facts(trace: RankTrace) -> RankFacts:
     columns = _columns(trace)
     facts = RankFacts(trace=trace, devices=sorted(columns.busy), busy=columns.all_busy)
     facts.marked = bool(trace.steps)
+    facts.pinned_rates = pinned_rates(trace) if columns.pageable_starts else {}
     windows, facts.on_device = _step_windows(trace, columns)
     for number, start, end in windows:
-        facts.steps.append(_step(trace, columns, number, start, end))
+        facts.steps.append(_step(trace, columns, facts.pinned_rates, number, start, end))
     return facts
 
 
-def _step(trace: RankTrace, columns: _Columns, number: int, start: int, end: int) -> StepFacts:
+def _step(
+    trace: RankTrace,
+    columns: _Columns,
+    rates: dict[str, PinnedRate],
+    number: int,
+    start: int,
+    end: int,
+) -> StepFacts:
     busy = columns.all_busy.clip(start, end)
     gaps = subtract([(start, end)], busy)
     split = _split_idle(columns, gaps)
@@ -326,6 +350,10 @@ def _step(trace: RankTrace, columns: _Columns, number: int, start: int, end: int
     last = bisect.bisect_left(columns.starts, end)
     durations = [columns.ends[i] - columns.starts[i] for i in range(first, last)]
     pageable = columns.pageable.clip(start, end)
+    copies = slice(
+        bisect.bisect_left(columns.pageable_starts, start),
+        bisect.bisect_left(columns.pageable_starts, end),
+    )
     loader = _calls(trace.loader, start, end)
     syncs = _calls(trace.syncs, start, end)
     return StepFacts(
@@ -352,5 +380,8 @@ def _step(trace: RankTrace, columns: _Columns, number: int, start: int, end: int
         sync_idle_ns=_sync_idle(gaps, syncs, loader),
         pageable_copy_ns=total_ns(pageable),
         pageable_copy_alone_ns=total_ns(pageable) - _overlap(pageable, compute),
+        pageable_pinned_ns=pinned_ns(
+            columns.pageable_sizes[copies], columns.pageable_ways[copies], rates
+        ),
         optimizer_ns=total_ns(_calls(trace.optimizer, start, end)),
     )
