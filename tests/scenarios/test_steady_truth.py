@@ -89,7 +89,7 @@ def test_the_steady_share_matches_the_loops_own_clock(name: str, record_property
 
 # The hidden-read JAX loop's truth is how its host work shares the cores with the step: with a
 # second test's jobs beside it the truth read 0.543 and then -1.214 (gpuwhy 0.004 both times,
-# CI 2026-11-29), so it is measured by itself.
+# in one full run of the suite), so it is measured by itself.
 @pytest.mark.parametrize(
     "name",
     [
