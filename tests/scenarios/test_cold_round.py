@@ -30,6 +30,11 @@ JOB = Path(__file__).resolve().parent / "scripts" / "tf_tape_cached_map.py"
 SHARE_TOLERANCE = 0.05  # bench/steady_truth.py's target
 SPEEDUP_TOLERANCE = 0.15
 CLOCK_SLACK_S = 0.001  # the job's clock and the hooks' are read microseconds apart
+FIT_SLACK_S = 0.02
+"""Under `fit`, the job's clock is its callback's, and gpuwhy's first step begins at its own
+callback's `on_train_batch_begin`, its last ends as the train function returns: Keras's other
+callbacks and the last batch's logs fall between. Measured: gpuwhy's first-epoch steps 0.5-2.3 ms
+shorter than the job's on a quiet machine, 1.2 and 10.7 ms in the timing pass (2026-11-30)."""
 
 
 def run_job(tmp_path: Path, *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -140,7 +145,7 @@ def test_the_first_epoch_of_one_keras_fit_is_a_round_of_its_own(tmp_path: Path) 
     assert train["rounds"] == 4 and train["cold_round_steps"] == steps
     assert train["steady_steps"] + train["warmup_steps"] == 3 * steps
     walls = own["walls"]
-    assert own["stepped"][0] - CLOCK_SLACK_S <= train["cold_round_s"] <= walls[0]
+    assert own["stepped"][0] - FIT_SLACK_S <= train["cold_round_s"] <= walls[0]
     # The cached epochs' step on the job's own clock (second step's begin to the last one's end)
     # and on gpuwhy's (every steady step): the same steps, within the bench's 15 %.
     mine = sum(own["steady"][1:]) / (3 * (steps - 1))
