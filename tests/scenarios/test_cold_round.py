@@ -34,7 +34,8 @@ FIT_SLACK_S = 0.02
 """Under `fit`, the job's clock is its callback's, and gpuwhy's first step begins at its own
 callback's `on_train_batch_begin`, its last ends as the train function returns: Keras's other
 callbacks and the last batch's logs fall between. Measured: gpuwhy's first-epoch steps 0.5-2.3 ms
-shorter than the job's on a quiet machine, 1.2 and 10.7 ms in the timing pass (2026-11-30)."""
+shorter than the job's in five runs, quiet and beside CPU burners, 1.2 and 10.7 ms in the timing
+pass (2026-11-30)."""
 
 
 def run_job(tmp_path: Path, *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
