@@ -273,7 +273,8 @@ def pageable_copy(facts: RankFacts, phase: str) -> Finding | None:
     if fraction < MODERATE_FRACTION:
         return None
     high = fraction >= HIGH_FRACTION
-    speedup, method = _pinned_speedup(facts)
+    timed = all(s.pageable_pinned_ns is not None for s in steps)  # copy_rate.py
+    speedup, method = _pinned_speedup(facts, timed)
     return Finding(
         code="PAGEABLE_COPY",
         severity=Severity.WARNING if high else Severity.INFO,
@@ -289,7 +290,7 @@ def pageable_copy(facts: RankFacts, phase: str) -> Finding | None:
             "pageable_copy_ms_per_step": _r(_mean_ms(steps, lambda s: s.pageable_copy_ns), 2),
             "pinned_copy_ms_per_step": (
                 _r(_mean_ms(steps, lambda s: round(s.pageable_pinned_ns or 0)), 2)
-                if _copies_timed(steps)
+                if timed
                 else None
             ),
             "pinned_rate_gb_s": {
@@ -306,18 +307,13 @@ def pageable_copy(facts: RankFacts, phase: str) -> Finding | None:
     )
 
 
-def _copies_timed(steps: Sequence[StepFacts]) -> bool:
-    """Whether every step's pageable copies have a time from pinned memory (copy_rate.py)."""
-    return all(s.pageable_pinned_ns is not None for s in steps)
-
-
-def _pinned_speedup(facts: RankFacts) -> tuple[float, str]:
+def _pinned_speedup(facts: RankFacts, timed: bool) -> tuple[float, str]:
     """PAGEABLE_COPY's speed-up and how it was made. With the fix, the next step's copies run
     from pinned memory on a side stream while this step computes: a step takes the longer of
-    its other work and its copies at the pinned rate. Without that rate (copy_rate.py), the
-    copies are taken as free: an upper bound."""
+    its other work and its copies at the pinned rate. Without that rate for every step's copies
+    (``timed``, copy_rate.py), the copies are taken as free: an upper bound."""
     steps = facts.steps
-    if not _copies_timed(steps):
+    if not timed:
         return _speedup(steps, lambda s: s.pageable_copy_alone_ns), (
             "at most: the pageable copies' time not hidden under compute removed (pinned, "
             "asynchronous copies on their own stream); the pinned copies' own time not "
