@@ -1,5 +1,6 @@
 """`gpuwhy try` against the truth: its measured speed-up of a fix, against the same fix made by
-hand in the job's code, each job timing itself (medians of alternated full runs).
+hand in the job's code, each job timing itself (medians over rounds: each round one `gpuwhy
+try`, then the job as written and as fixed by hand, alternated, in full runs).
 
 The jobs (try_job.py) are real trainings whose input is slow in the stage `gpuwhy try` can
 change: a PyTorch DataLoader, a tf.data map under a custom GradientTape loop, and under Keras
@@ -19,15 +20,18 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from support.trying import TRY_JOB as JOB
-from support.trying import gpuwhy_try
+from support.trying import gpuwhy_try, job_module
 
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 ROUNDS = 3
+# Each try measures the whole job after its warm-up, as the job's own clock does (try_job.Clock).
+SKIP, MEASURED = job_module().SKIP, job_module().MEASURED
 TOLERANCE = 0.15
 ESTIMATE_TOLERANCE = 0.15  # the estimate, made before any fix ran (tryout/estimates.py)
 CLEARLY_BETTER = 1.15  # one fix's true speed-up over another's beyond the tolerance: a choice
@@ -99,69 +103,90 @@ def own_clock(loop: str, flags: tuple[str, ...], path: Path) -> dict[str, float]
     return dict(json.loads(path.read_text()))
 
 
-def truth(loop: str, fixes: tuple[HandFix, ...], tmp_path: Path) -> dict[str, list[float]]:
-    """Per fix, per round: as written / edited by hand. A round runs the job as written once and
+def truth_round(
+    loop: str, fixes: tuple[HandFix, ...], round_index: int, folder: Path
+) -> dict[str, float]:
+    """Per fix: as written / edited by hand, in one round that runs the job as written once and
     once per fix, in reverse order every other round."""
-    ratios: dict[str, list[float]] = {fix.name: [] for fix in fixes}
     variants: list[HandFix | None] = [None, *fixes]
-    for round_index in range(ROUNDS):
-        order = variants if round_index % 2 == 0 else variants[::-1]
-        clocks = {
-            None if fix is None else fix.name: own_clock(
-                loop,
-                () if fix is None else fix.hand,
-                tmp_path / f"t{round_index}-{position}.json",
-            )
-            for position, fix in enumerate(order)
-        }
-        for fix in fixes:
-            ratios[fix.name].append(clocks[None][fix.figure] / clocks[fix.name][fix.figure])
-    return ratios
+    order = variants if round_index % 2 == 0 else variants[::-1]
+    clocks = {
+        None if fix is None else fix.name: own_clock(
+            loop, () if fix is None else fix.hand, folder / f"t{round_index}-{position}.json"
+        )
+        for position, fix in enumerate(order)
+    }
+    return {fix.name: clocks[None][fix.figure] / clocks[fix.name][fix.figure] for fix in fixes}
+
+
+def try_round(
+    loop: str, fixes: tuple[HandFix, ...], folder: Path
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """One `gpuwhy try` of one round, as a user runs it: its output and its JSON report."""
+    folder.mkdir()
+    report_path = folder / "try.json"
+    args = [arg for fix in fixes for arg in ("--fix", fix.fix)]
+    args += sorted({flag for fix in fixes for flag in fix.opt_in})
+    args += ["--rounds", "1", "--skip", str(SKIP), "--steps", str(MEASURED)]
+    done = gpuwhy_try(
+        [*args, "--json", str(report_path), "--", sys.executable, str(JOB), "--loop", loop],
+        folder,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done, json.loads(report_path.read_text())
 
 
 @pytest.mark.parametrize("loop", ["torch", "tape", "keras"])
 def test_measured_speedups_match_the_fixes_made_by_hand(loop: str, tmp_path: Path) -> None:
+    """Each round is one `gpuwhy try --rounds 1`, then the truth's round right after it: a
+    machine that grows busier or quieter (the tests beside this one) weighs on both alike. With
+    `gpuwhy try --rounds 3` and then three rounds of the truth, the truth's rounds once read
+    2.8x to 4.6x for one fix while the try before them read 4.65x."""
     _needs(loop)
     fixes = FIXES[loop]
-    report_path = tmp_path / "try.json"
-    args = [arg for fix in fixes for arg in ("--fix", fix.fix)]
-    args += sorted({flag for fix in fixes for flag in fix.opt_in})
-    args += ["--rounds", str(ROUNDS), "--skip", "5", "--steps", "30"]
-    done = gpuwhy_try(
-        [*args, "--json", str(report_path), "--", sys.executable, str(JOB), "--loop", loop],
-        tmp_path,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(report_path.read_text())
-    rows = {row["name"]: row for row in report["fixes"]}
-    assert set(rows) == {fix.name for fix in fixes}, list(rows)
-    truths = truth(loop, fixes, tmp_path)
+    tries: dict[str, list[dict[str, Any]]] = {fix.name: [] for fix in fixes}
+    truths: dict[str, list[float]] = {fix.name: [] for fix in fixes}
+    bests, outputs = [], []
+    for round_index in range(ROUNDS):
+        done, report = try_round(loop, fixes, tmp_path / f"try{round_index}")
+        rows = {row["name"]: row for row in report["fixes"]}
+        assert set(rows) == {fix.name for fix in fixes}, list(rows)
+        for fix in fixes:
+            tries[fix.name].append(rows[fix.name])
+        for name, ratio in truth_round(loop, fixes, round_index, tmp_path).items():
+            truths[name].append(ratio)
+        bests.append(report["best"])
+        outputs.append(done.stdout)
     for fix in fixes:
-        row, ratios = rows[fix.name], truths[fix.name]
-        measured = row["measured_speedup"]
+        rows, ratios = tries[fix.name], truths[fix.name]
+        measured = statistics.median(row["measured_speedup"] for row in rows)
         print(
-            f"\n{loop}: {fix.fix}: gpuwhy try measured {measured:.2f}x {row['ratios']}, "
-            f"estimated {row['estimated_speedup']}, truth {statistics.median(ratios):.2f}x "
-            f"{ratios}"
+            f"\n{loop}: {fix.fix}: gpuwhy try measured {measured:.2f}x "
+            f"{[row['measured_speedup'] for row in rows]}, estimated "
+            f"{[row['estimated_speedup'] for row in rows]}, truth "
+            f"{statistics.median(ratios):.2f}x {ratios}"
         )
-        assert row["verdict"] == "faster", row
+        assert all(row["verdict"] == "faster" for row in rows), rows
         assert agrees(measured, ratios, TOLERANCE), (fix.fix, measured, ratios)
-        assert row["opt_in"] == list(fix.opt_in), row["opt_in"]
+        assert all(row["opt_in"] == list(fix.opt_in) for row in rows), rows
         if fix.estimated:
-            estimate = row["estimated_speedup"]
+            estimate = statistics.median(row["estimated_speedup"] for row in rows)
             assert agrees(estimate, ratios, ESTIMATE_TOLERANCE), (fix.fix, estimate, ratios)
-    # The one change to make: the truly best fix, where the truth tells them clearly apart.
+        for row in rows:
+            changes = row["changes"]
+            assert all(any(said in line for line in changes) for said in fix.says), changes
+    # The one change to make: the truly best fix, where the truth tells them clearly apart (in
+    # most rounds: one round's try may lean the other way where the two are close).
     by_truth = sorted(fixes, key=lambda fix: statistics.median(truths[fix.name]), reverse=True)
     best = statistics.median(truths[by_truth[0].name])
     clear = len(by_truth) == 1 or best > CLEARLY_BETTER * statistics.median(
         truths[by_truth[1].name]
     )
     if clear:
-        assert report["best"] == by_truth[0].name, (report["best"], truths)
-    assert report["best"] in rows
-    assert "the one change to make" in done.stdout and "try_job.py:" in done.stdout
-    for fix in fixes:
-        changes = rows[fix.name]["changes"]
-        assert all(any(said in line for line in changes) for said in fix.says), changes
-        if fix.opt_in and report["best"] == fix.name:  # chosen: the output says what it allows
-            assert f"allowed by {fix.opt_in[0]}" in done.stdout, done.stdout
+        assert bests.count(by_truth[0].name) > len(bests) / 2, (bests, truths)
+    for chosen, stdout in zip(bests, outputs, strict=True):
+        assert chosen in tries
+        assert "the one change to make" in stdout and "try_job.py:" in stdout
+        opt_in = next(fix.opt_in for fix in fixes if fix.name == chosen)
+        if opt_in:  # chosen: the output says what it allows
+            assert f"allowed by {opt_in[0]}" in stdout, stdout

@@ -12,9 +12,8 @@ exactly as `gpuwhy try` applies it in-process: `num_workers=4`, `persistent_work
 whatever the batch holds, a torch one per sample). `--healthy` removes the delay and makes the
 model larger: a compute-bound control. With `--out`, the job keeps its outputs as a real one
 does: a log line at start, a checkpoint at each epoch's end, a result file at the end. With
-`--timing`, it writes its own clock's figure: seconds per batch (and per sample) of its steady
-batches, those after batch `SKIP` but an epoch's first (the truth `gpuwhy try` is checked
-against).
+`--timing`, it writes its own clock's figure: seconds per batch (and per sample) of its batches
+after batch `SKIP` (the truth `gpuwhy try` is checked against).
 """
 
 from __future__ import annotations
@@ -35,32 +34,27 @@ BATCHES = 40  # per epoch
 EPOCHS = 2
 BATCH = 64
 SKIP = 5  # batches of warm-up left out of the job's own figure, as `gpuwhy try --skip 5` does
+MEASURED = BATCHES * EPOCHS - SKIP  # the rest: `gpuwhy try --steps` to measure the whole job
 
 
 class Clock:
-    """The ends of the job's batches, on its own clock, and where each epoch began.
+    """The ends of the job's batches, on its own clock.
 
-    An epoch's first batch also waits for its iterator to start, once an epoch: one-time work,
-    not the steady step that `gpuwhy try` measures. There the slow tf.data job stalled 0.76 s
-    in 2 of 16 runs (the second epoch's first batch; 2-core machine, 2026-11-28), which moved
-    its mean batch from 31 ms to 41 ms and the truth's speed-up from 2.0x to 2.6x."""
+    Its figure is over every batch after the first `SKIP`, an epoch's first included: with its
+    whole job as `gpuwhy try`'s budget (`--skip 5 --steps 75`), a try measures the same batches,
+    and an epoch's start (a tf.data iterator made, persistent loader workers handed the new
+    epoch's indices) weighs on both alike. A try's window inside the first epoch alone missed
+    how the second ran: the fixed torch job's 4 workers, started together for the second epoch,
+    took 10.1-13.7 ms a batch there against 9.8-10.0 ms in the first (2026-11-30)."""
 
     def __init__(self) -> None:
         self.ends: list[float] = []
-        self.epoch_firsts: set[int] = set()
-
-    def epoch_begins(self, *_: object, **__: object) -> None:
-        self.epoch_firsts.add(len(self.ends))
 
     def batch_done(self, *_: object, **__: object) -> None:
         self.ends.append(time.perf_counter())
 
     def write(self, path: Path | None, batch: int) -> None:
-        steady = [
-            self.ends[i] - self.ends[i - 1]
-            for i in range(SKIP, len(self.ends))
-            if i not in self.epoch_firsts
-        ]
+        steady = [self.ends[i] - self.ends[i - 1] for i in range(SKIP, len(self.ends))]
         if path is None or not steady:
             return
         per_batch = sum(steady) / len(steady)
@@ -131,7 +125,6 @@ def _torch(args: argparse.Namespace, delay: float, width: int, clock: Clock) -> 
     )
     optimizer = torch.optim.Adam(model.parameters())
     for _ in range(EPOCHS):
-        clock.epoch_begins()
         for x, y in loader:
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(model(x), y).backward()
@@ -178,9 +171,7 @@ def _tensorflow(args: argparse.Namespace, delay: float, width: int, clock: Clock
     if args.loop == "keras":
         model.compile(optimizer="adam", loss=loss)
         callbacks: list[tf.keras.callbacks.Callback] = [
-            tf.keras.callbacks.LambdaCallback(
-                on_epoch_begin=clock.epoch_begins, on_train_batch_end=clock.batch_done
-            )
+            tf.keras.callbacks.LambdaCallback(on_train_batch_end=clock.batch_done)
         ]
         if args.out is not None:
             path = str(args.out / "checkpoint.weights.h5")
@@ -203,7 +194,6 @@ def _tensorflow(args: argparse.Namespace, delay: float, width: int, clock: Clock
         return value
 
     for _ in range(EPOCHS):
-        clock.epoch_begins()
         for features, labels in ds:
             step(features, labels).numpy()  # the batch's end, on the job's clock
             clock.batch_done()
