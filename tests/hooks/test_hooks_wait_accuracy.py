@@ -74,9 +74,14 @@ def run_job(
     # (tests/scenarios/test_steady_truth.py): here, several steps per execution and Python maps.
     # Several steps over a slow source read -0.19 to -0.25 (2026-11-28) while the compute that
     # later pulls overlap was taken from the execution's tail; each step now stamps its end.
+    # A prefetched source over several steps per execution runs by itself: beside a CPU burner
+    # its truth fell from 0.82 to 0.74 while gpuwhy read 0.88 and 0.84 (+0.05 quiet, +0.11
+    # there; 2026-11-30). The in-memory run that gives the truth computes without a pause and
+    # shares its core with the burner, while the slow run's compute, between sleeps, gets more
+    # of the core: on busy cores the fix buys less than the wait it removes.
     [
         ("tf-serial", 4),
-        ("tf-prefetch", 4),
+        pytest.param("tf-prefetch", 4, marks=pytest.mark.alone),
         ("tf-parallel", 4),
         ("tf-pymap", 1),
     ],
