@@ -65,7 +65,8 @@ def child(job: str, steps: int, hooked: bool) -> None:
     from gpuwhy.hooks import emitter
 
     emitter.FLUSH_INTERVAL_S = 3600.0  # delivered by flush() below, on this thread
-    _, run = hook_cost.torch_job(steps) if job == "torch" else hook_cost.keras_job(steps)
+    _, runs = hook_cost.torch_job(steps) if job == "torch" else hook_cost.keras_job(steps)
+    run = runs(steps)
     if hooked:
         hook_cost._hooks(True)
     run()
