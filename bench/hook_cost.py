@@ -448,17 +448,18 @@ def alternate(job: Job, lengths: Sequence[int], pairs: int) -> list[dict[str, An
 def torch_job(most: int) -> tuple[str, Job]:
     """A small MLP trained over an in-memory DataLoader, the loss read every 10 steps."""
     import torch
-    from torch.utils.data import DataLoader, Subset, TensorDataset
+    from torch.utils.data import DataLoader, TensorDataset
 
     torch.manual_seed(0)
     torch.set_num_threads(1)  # spinning intra-op threads swing step times on a busy machine
-    data = TensorDataset(torch.randn(most * BATCH, 64), torch.randint(0, 10, (most * BATCH,)))
+    features, labels = torch.randn(most * BATCH, 64), torch.randint(0, 10, (most * BATCH,))
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def job(steps: int) -> Loop:
-        loader = DataLoader(Subset(data, range(steps * BATCH)), batch_size=BATCH)
+        n = steps * BATCH  # views of the first n samples: the same dataset type at any length
+        loader = DataLoader(TensorDataset(features[:n], labels[:n]), batch_size=BATCH)
 
         def run() -> None:
             train(loader)

@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from support import module_at
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
@@ -82,10 +84,7 @@ def _serial_python_map_is_said(slow: dict[str, Any]) -> None:
 
 def _sizes(example: str) -> tuple[int, int]:
     """The example's batches per epoch and epochs (module constants; it imports no framework)."""
-    spec = importlib.util.spec_from_file_location(example.removesuffix(".py"), EXAMPLES / example)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = module_at(EXAMPLES / example)
     return module.BATCHES, module.EPOCHS
 
 

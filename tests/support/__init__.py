@@ -3,17 +3,29 @@ path; bench/ scripts add it). `support.synth` makes synthetic recordings at any 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
+
+
+def module_at(path: Path) -> ModuleType:
+    """The Python file at `path`, executed as a module of its own (for a job's or an example's
+    sizes: module constants, read without running the job)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def framework_env(name: str) -> Path:

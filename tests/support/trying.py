@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 from support import ROOT
 
 TRY_JOB = ROOT / "tests" / "tryout" / "try_job.py"
-
-
-def job_module() -> ModuleType:
-    """try_job.py as a module, for its sizes (it imports a framework only when it trains)."""
-    spec = importlib.util.spec_from_file_location("try_job", TRY_JOB)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def gpuwhy_try(

@@ -24,14 +24,16 @@ from typing import Any
 
 import pytest
 
+from support import module_at
 from support.trying import TRY_JOB as JOB
-from support.trying import gpuwhy_try, job_module
+from support.trying import gpuwhy_try
 
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 ROUNDS = 3
 # Each try measures the whole job after its warm-up, as the job's own clock does (try_job.Clock).
-SKIP, MEASURED = job_module().SKIP, job_module().MEASURED
+_SIZES = module_at(JOB)  # (try_job.py imports a framework only when it trains)
+SKIP, MEASURED = _SIZES.SKIP, _SIZES.MEASURED
 TOLERANCE = 0.15
 ESTIMATE_TOLERANCE = 0.15  # the estimate, made before any fix ran (tryout/estimates.py)
 CLEARLY_BETTER = 1.15  # one fix's true speed-up over another's beyond the tolerance: a choice
