@@ -30,7 +30,7 @@ def _gpu_reason() -> str | None:
 
 
 LONGEST_FIRST = (
-    "tryout/test_try_truth.py",  # three tries against their truth: ~230 s of a worker
+    "tryout/test_try_truth.py",  # two tries against their truth: ~300-440 s of a worker
     "scenarios/test_accuracy.py",
     "tryout/test_try_jobs.py",
 )

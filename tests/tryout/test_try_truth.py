@@ -138,7 +138,11 @@ def try_round(
     return done, json.loads(report_path.read_text())
 
 
-@pytest.mark.parametrize("loop", ["torch", "tape", "keras"])
+# The PyTorch fix runs four loader processes beside the training one: on two cores shared with
+# another timing test its truth read 2.6-3.6x in one CI run where the estimate from the slow
+# run said 4.74x (quiet: 4.32x against 4.58x, docs/try.md). It runs by itself, as the other
+# jobs of several training processes do.
+@pytest.mark.parametrize("loop", [pytest.param("torch", marks=pytest.mark.alone), "tape", "keras"])
 def test_measured_speedups_match_the_fixes_made_by_hand(loop: str, tmp_path: Path) -> None:
     """Each round is one `gpuwhy try --rounds 1`, then the truth's round right after it: a
     machine that grows busier or quieter (the tests beside this one) weighs on both alike. With
