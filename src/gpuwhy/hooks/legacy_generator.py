@@ -6,8 +6,9 @@ is called at every Python call and return, and every C call, of its thread. So:
 
 - a trial of ``TRIAL_STEPS`` whole steps counts those calls in the loop's thread (its reads are
   not timed yet), and the cost of one call of the watching function is measured beside a loop
-  of C calls run without it; a call among a real step's work costs more than in that tight
-  loop (``IN_STEP_FACTOR``);
+  of C calls run without it, in the thread's CPU time, at the trial's start and again at its
+  end (the lower of the two: a busy machine lengthens a measurement, never shortens it); a
+  call among a real step's work costs more than in that tight loop (``IN_STEP_FACTOR``);
 - where a step's calls cost at most ``BUDGET`` of the step (and no one step decides it:
   ``MAX_TRIAL_STEPS``), the watching function stays on the loop's thread: each resume of the
   generator by the loop, to its next `yield` (or its end), is a read of the open step, as
@@ -51,13 +52,14 @@ without) agrees once a few more are seen."""
 
 IN_STEP_FACTOR = 4.0
 """What one call of the profile function costs among a step's work (gpuwhy's hooks in it), over
-its cost in the calibration's tight loop: 2.9-4.9x in bench/results/profile_call_cost.md (a
-torch and a JAX loop), 1.7-4.5x in runs before it the same day (docs/hooks.md). A watch kept
-at 1 % estimated so costs at most ~1.2 %, within the 2 % goal for any job. A trial of a few
-steps cannot measure it in the job itself: the CPU time of steps that sleep moves by more than
-the calls cost."""
+its cost in the calibration's tight loop: 3.8-5.9x on a torch loop (Python 3.11) and 2.4-4.7x on
+a JAX one (3.10), median 4.4x, in bench/results/profile_call_cost.md. A watch kept at 1 %
+estimated so costs at most ~1.5 %, within the 2 % goal for any job. A trial of a few steps
+cannot measure it in the job itself: the CPU time of steps that sleep moves by more than the
+calls cost."""
 
-_CALIBRATION_CALLS = 2000  # C calls timed with and without the watch (~0.3 ms in all)
+_CALIBRATION_CALLS = 2000  # C calls timed with and without the watch (~0.4 ms a round)
+_CALIBRATION_ROUNDS = 5  # rounds of both, alternated (~2 ms in all a calibration)
 _UNWATCHED = "wrap it in gpuwhy.iterate(...) to time them here, or run Python 3.12 or later"
 
 Profile = Callable[..., object]  # a profile function: (frame, event, arg)
@@ -148,6 +150,7 @@ def _decide(trial: _Trial, now_ns: int) -> None:
         stop()
         _unknown("the job set a profiler of its own on the loop's thread, left alone")
         return
+    _calibrate(trial)  # again, the trial's steps after the first: the lower of the two holds
     per_step, step_ns, cost_ns = _estimate(trial, now_ns)
     if _affordable(step_ns, cost_ns):
         sys.setprofile(watch)
@@ -179,15 +182,21 @@ def _affordable(step_ns: float, cost_ns: float) -> bool:
 
 
 def _calibrate(trial: _Trial) -> None:
-    """Measure one call of the trial's profile function and of the watching one (built now)."""
+    """Measure one call of the trial's profile function and of the watching one (built at the
+    first calibration); a later one keeps the lower of its figures and the earlier ones."""
     if sys.getprofile() is not trial.count:
         return  # the job's own profiler is set: `_decide` says so
     count = trial.count
     if count is None:
         return
-    watch = trial.watch = _watch(trial, _token)
-    trial.count_ns = _call_ns(count)
-    trial.watch_ns = _call_ns(watch)
+    if trial.watch is None:
+        trial.watch = _watch(trial, _token)
+        trial.count_ns, trial.watch_ns = _call_ns(count), _call_ns(trial.watch)
+        return
+    events = trial.events  # (the counting function's own calibration counts none of the job's)
+    trial.count_ns = min(trial.count_ns, _call_ns(count))
+    trial.watch_ns = min(trial.watch_ns, _call_ns(trial.watch))
+    trial.events = events
 
 
 def _watch(trial: _Trial, token: object | None) -> Profile:
@@ -218,24 +227,28 @@ def _watch(trial: _Trial, token: object | None) -> Profile:
 
 
 def _call_ns(profile: Profile) -> float:
-    """What one call of `profile` costs, in ns: C calls timed under it against without it."""
+    """What one call of `profile` costs, in ns: C calls timed under it against without it, in
+    the thread's CPU time (a wait for a core, or for the interpreter's lock while another
+    thread holds it, is none of it), the fastest of rounds that alternate the two."""
 
     def calls() -> int:
         size, empty = len, ()
-        start = time.perf_counter_ns()
+        start = time.thread_time_ns()
         for _ in range(_CALIBRATION_CALLS):
             size(empty)
-        return time.perf_counter_ns() - start
+        return time.thread_time_ns() - start
 
     previous = sys.getprofile()
-    sys.setprofile(None)
+    bare, seen = [], []
     try:
-        bare = min(calls() for _ in range(3))
-        sys.setprofile(profile)
-        seen = min(calls() for _ in range(3))
+        for _ in range(_CALIBRATION_ROUNDS):
+            sys.setprofile(None)
+            bare.append(calls())
+            sys.setprofile(profile)
+            seen.append(calls())
     finally:
         sys.setprofile(previous)
-    return max(seen - bare, 0) / (2 * _CALIBRATION_CALLS)  # a c_call and a c_return each
+    return max(min(seen) - min(bare), 0) / (2 * _CALIBRATION_CALLS)  # a c_call and a c_return
 
 
 def _unknown(why: str) -> None:
