@@ -1,5 +1,7 @@
 """Kernel-aware findings from a rank's steps: INPUT_BOUND (exposed wait only), LAUNCH_BOUND or
-HOST_BOUND (the device waits for the host), SYNC_BOUND and PAGEABLE_COPY.
+HOST_BOUND (the device waits for the host), SYNC_BOUND and PAGEABLE_COPY. A trace without step
+markers gets INPUT_BOUND and PAGEABLE_COPY, whose waits the trace times itself, and HOST_BOUND
+said without an estimate (`window_host_wait`).
 
 Shares are of the profiled steps' summed time, as the phase table's; speed-ups are Amdahl's over
 those steps: their time over their time less the idle the fix removes. Kernel sizes are medians.
@@ -11,7 +13,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from gpuwhy.analysis.kernels.steps import LAUNCH_GAP_NS, RankFacts, StepFacts
-from gpuwhy.analysis.rules.host import HOST_FIXES, SYNC_FIXES
+from gpuwhy.analysis.rules.host import HOST_FIXES, LOW_UTIL_PCT, SYNC_FIXES
 from gpuwhy.analysis.rules.input_bound import FIXES as INPUT_FIXES
 from gpuwhy.analysis.rules.input_bound import HIGH_FRACTION, MODERATE_FRACTION
 from gpuwhy.analysis.rules.input_bound import REFERENCE as INPUT_REFERENCE
@@ -138,6 +140,12 @@ def _short_gap_ns(step: StepFacts) -> int:
     return min(step.host_wait_short_ns, _launch_gap_ns(step))
 
 
+def _short_share(steps: Sequence[StepFacts]) -> float:
+    """The share of the steps' launch gaps in per-op gaps."""
+    gap_ns = sum(_launch_gap_ns(s) for s in steps)
+    return sum(_short_gap_ns(s) for s in steps) / gap_ns if gap_ns else 0.0
+
+
 def host_wait(facts: RankFacts, phase: str) -> Finding | None:
     """The device idles, waiting for the host to launch its next work: LAUNCH_BOUND when the
     wait is the host issuing short kernels one by one (many short gaps, kernels shorter than
@@ -153,7 +161,7 @@ def host_wait(facts: RankFacts, phase: str) -> Finding | None:
         return None
     gap_ns = sum(_launch_gap_ns(s) for s in steps)
     launch_share = min(sum(s.launch_ns for s in steps) / gap_ns, 1.0) if gap_ns else 0.0
-    short_share = sum(_short_gap_ns(s) for s in steps) / gap_ns if gap_ns else 0.0
+    short_share = _short_share(steps)
     launch_call_us = trace.launch_call_ns / trace.launch_calls / 1000
     medians = [s.kernel_median_ns for s in steps if s.kernel_median_ns is not None]
     kernel_us = _median(medians) / 1000
@@ -383,11 +391,71 @@ def exposed_comms(facts: RankFacts, phase: str) -> Finding | None:
     )
 
 
+WINDOW_HOST_FIX = (
+    "Mark the steps to learn which host work the GPU waits for (its input, Python between "
+    "operators, kernel launches): profile with a schedule and `prof.step()`, "
+    '`tf.profiler.experimental.Trace("train", step_num=n, _r=1)` or '
+    '`jax.profiler.StepTraceAnnotation("train", step_num=n)` around each step, or run the job '
+    "under `gpuwhy run --profile`. If the loop reads or builds its own batches (a generator, "
+    "a file read), that is the likeliest wait: load them beside the steps (a prefetching "
+    "iterator, loader workers, a tf.data pipeline)."
+)
+
+
+WINDOW_HOST_REFERENCE = (
+    "XProf kernel-launch band (>= 15 % high); Nsight Systems 'GPU Low Utilization' (< 50 %)"
+)
+
+
+def window_host_wait(facts: RankFacts, phase: str) -> Finding | None:
+    """A trace without step markers whose device mostly waits for the host, outside the
+    loader's calls and blocking syncs: said, never estimated. The one window holds start-up and
+    pauses beside the steps' own host work, and nothing tells them apart, so neither the cause
+    (input, Python, launches) nor what a fix saves is known; marking steps tells both."""
+    steps = facts.steps
+    if facts.marked or not steps or not facts.has_device_work:
+        return None
+    fraction = _fraction(steps, _launch_gap_ns)
+    if fraction < LAUNCH_HIGH_FRACTION:
+        return None
+    busy = _fraction(steps, lambda s: s.time_ns - s.idle_ns)
+    short_share = _short_share(steps)
+    return Finding(
+        code="HOST_BOUND",
+        # A GPU busy under half the window is low by Nsight Systems' bar, whatever the cause.
+        severity=Severity.WARNING if busy * 100 < LOW_UTIL_PCT else Severity.INFO,
+        title=(
+            f"{who(facts)}the GPU waits for the host {fraction:.0%} of the traced window "
+            "(no step markers: start-up and pauses count too), "
+            + (
+                f"{short_share:.0%} of it in short gaps between operators: the host's Python "
+                "and dispatch per operator"
+                if short_share >= LAUNCH_SHARE
+                else f"{1 - short_share:.0%} of it in gaps of {LAUNCH_GAP_NS / 1e6:g} ms or "
+                "more: host work the trace does not name"
+            )
+        ),
+        evidence={
+            "phase": phase,
+            "rank": facts.trace.rank,
+            "host_wait_fraction": _r(fraction),
+            "short_gap_share_of_wait": _r(short_share),
+            "short_gap_ms": LAUNCH_GAP_NS / 1e6,
+            "gpu_busy": _r(busy),
+            "window_s": _r(sum(s.time_ns for s in steps) / 1e9, 3),
+            "step_markers": False,
+            "threshold_fraction": LAUNCH_HIGH_FRACTION,
+            "reference": WINDOW_HOST_REFERENCE,
+        },
+        fix=WINDOW_HOST_FIX,
+    )
+
+
 CHECKS = (input_bound, host_wait, sync_bound, pageable_copy, exposed_comms)
 
-WINDOW_CHECKS = (input_bound, pageable_copy)
+WINDOW_CHECKS = (input_bound, pageable_copy, window_host_wait)
 """What a trace without step markers (one window, first device work to last) can say: the waits
 the trace measures itself, inside the data loader's calls and in pageable copies, whose seconds
 do not depend on where a step begins. The others read the device's gaps, which in such a window
-hold start-up and pauses too. Over the window, pauses count as time: its speed-up is a lower
-bound of the steps'."""
+hold start-up and pauses too: of those, only the device's wait for the host is said, with no
+estimate. Over the window, pauses count as time: its speed-up is a lower bound of the steps'."""
