@@ -78,7 +78,8 @@ class _Trial:
         self.durations: list[int] = []  # the trial's steps (ns)
         self.count: Profile | None = None  # the trial's profile function
         self.watch: Profile | None = None  # the one kept, if the trial allows
-        self.count_ns = self.watch_ns = 0.0  # what one call of each costs
+        # what one call of each costs: the lowest of the calibrations so far (none yet)
+        self.count_ns = self.watch_ns = float("inf")
 
 
 _trial: _Trial | None = None
@@ -185,7 +186,7 @@ def _affordable(step_ns: float, cost_ns: float) -> bool:
 
 def _calibrate(trial: _Trial) -> None:
     """Measure one call of the trial's profile function and of the watching one (built at the
-    first calibration); a later one keeps the lower of its figures and the earlier ones."""
+    first calibration), each kept at the lowest of the calibrations so far."""
     if sys.getprofile() is not trial.count:
         return  # the job's own profiler is set: `_decide` says so
     count = trial.count
@@ -193,8 +194,6 @@ def _calibrate(trial: _Trial) -> None:
         return
     if trial.watch is None:
         trial.watch = _watch(trial, _token)
-        trial.count_ns, trial.watch_ns = _call_ns(count), _call_ns(trial.watch)
-        return
     events = trial.events  # (the counting function's own calibration counts none of the job's)
     trial.count_ns = min(trial.count_ns, _call_ns(count))
     trial.watch_ns = min(trial.watch_ns, _call_ns(trial.watch))
