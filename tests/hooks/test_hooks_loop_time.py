@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 TOLERANCE_NS = 5_000_000  # "within a few milliseconds per epoch"
 
 
-def _run(kind: str) -> tuple[list[list[int]], list[list[int]]]:
+def _run(kind: str) -> dict[str, list[list[int]]]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
     done = subprocess.run(
         [sys.executable, str(HERE / "loop_time_job.py"), kind],
@@ -34,12 +34,14 @@ def _run(kind: str) -> tuple[list[list[int]], list[list[int]]]:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    return result["walls"], result["phases"]
+    result: dict[str, list[list[int]]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
-def _check(kind: str) -> None:
-    walls, phases = _run(kind)
+def _check(kind: str) -> dict[str, list[list[int]]]:
+    """The loop's phases against its own clocks; the job's result, for further checks."""
+    result = _run(kind)
+    walls, phases = result["walls"], result["phases"]
     assert len(phases) == len(walls) == 3
     for epoch, ((phase_start, phase_end), (start, end)) in enumerate(
         zip(phases, walls, strict=True)
@@ -48,6 +50,7 @@ def _check(kind: str) -> None:
         assert phase_start - start <= TOLERANCE_NS  # from the iterator's making on
         lost = (end - start) - (phase_end - phase_start)
         assert lost <= TOLERANCE_NS, f"epoch {epoch}: {lost / 1e6:.1f} ms outside its phase"
+    return result
 
 
 @pytest.mark.parametrize("kind", ["tfdata", "tfgen"])
@@ -71,3 +74,28 @@ def test_an_iterator_held_after_its_loop_is_not_the_loop_s(hold_ms: int) -> None
 def test_a_dataloader_loop_loses_no_time(workers: int) -> None:
     pytest.importorskip("torch")
     _check(f"loader{workers}")
+
+
+def test_an_iterable_dataset_s_slow_ends_are_the_loop_s_waits() -> None:
+    # An IterableDataset read by 2 workers over uneven shards (12 and 8 items), each shard's end
+    # taking 0.3 s (closing a remote file, say). Mid-loop, the batch of the shorter shard's
+    # turn waits for that worker to say "no more" while the other worker's next batch is
+    # already queued: a wait, not a batch handed over. The loop's last pull waits ~0.3 s for
+    # the other worker's end, then for both to shut down: no step of its own, but the loop
+    # stood still for it, inside the phase, and a wait.
+    pytest.importorskip("torch")
+    result = _check("streamend")
+    end_s = 0.3  # loop_time_job.END_S
+    for epoch, ((start, end), tail, (_, phase_end)) in enumerate(
+        zip(result["walls"], result["tails"], result["phases"], strict=True)
+    ):
+        assert (end - tail) / 1e9 >= end_s * 0.9  # the job's own clock saw the slow end
+        waits = [w for w in result["waits"] if start <= w[0] < end]
+        # The shorter shard's end, less what its worker was ahead of the loop (2 batches).
+        assert max(w[1] - w[0] for w in waits if w[2] > 0) / 1e9 >= end_s * 0.8, f"epoch {epoch}"
+        ends = [w for w in waits if w[2] == 0]
+        assert len(ends) == 1, f"epoch {epoch}: end-of-data waits {ends}"
+        wait_start, wait_end, _ = ends[0]
+        # From the last step's work to the phase's end, which is the loop's (checked above).
+        assert abs(wait_start - tail) <= TOLERANCE_NS, f"epoch {epoch}"
+        assert abs(wait_end - phase_end) <= TOLERANCE_NS, f"epoch {epoch}"

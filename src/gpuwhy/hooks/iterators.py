@@ -22,12 +22,16 @@ def timed_next(
     *,
     force: bool = False,
     ready: Callable[[Any], bool] | None = None,
+    handed_over: Callable[[Any], bool] | None = None,
     waited: Callable[[Callable[[], T]], tuple[T, int]] | None = None,
 ) -> T:
     """`next_fn(iterator)`, timed as a pull of `iterator` (StopIteration passes through).
 
     `ready(iterator)`: whether its next item is already made (a worker's queue holds it), asked
     at the request: such a pull hands a batch over and is no wait.
+    `handed_over(iterator)`: after a pull `ready` said was made, whether it took only that
+    batch; False where it first had to wait for another (a worker's batch out of order, or a
+    worker's end of data): then the pull is timed whole.
     `waited(call)`: `call()` and how long (ns) it waited for input, where only a first part of
     the pull does (a multi-worker pull, whose agreement with the other workers follows): the
     wait is recorded from the request for that long.
@@ -58,6 +62,8 @@ def timed_next(
     st.in_pull = False
     if busy_check is not None:
         busy |= busy_bits(busy_check, BUSY_AT_DELIVERY)
+    if busy & READY_AT_REQUEST and handed_over is not None and not _holds(handed_over, iterator):
+        busy &= ~READY_AT_REQUEST  # it waited after all (or cannot tell): timed whole
     _record(st, iterator, request, delivery, True, force, busy)
     return item
 
@@ -71,6 +77,14 @@ def busy_bits(check: Callable[[], bool] | None, bit: int) -> int:
         return CHECKED | (bit if check() else 0)
     except Exception:  # a readiness check that fails tells nothing
         return 0
+
+
+def _holds(check: Callable[[Any], bool], iterator: Any) -> bool:
+    """`check(iterator)`; False where it fails (it tells nothing)."""
+    try:
+        return bool(check(iterator))
+    except Exception:
+        return False
 
 
 def loop_read_requested() -> tuple[int, int]:
