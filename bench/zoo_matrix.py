@@ -49,6 +49,38 @@ COLUMNS = (
 )
 
 
+GAPS = """## What gpuwhy does not see
+
+Each statement is a limit of the hooks (docs/hooks.md), not of one job; a row's own gap is in
+its last column.
+
+- **Host reads inside a `tf.function` are not counted as syncs.** gpuwhy counts the job's
+  reads of eager tensors on a device (`.numpy()`, `float()`, printing). The copies a compiled
+  graph makes to the host (handing a `tf.numpy_function` or `tf.py_function` body its inputs,
+  `tf.print`) are the work of TensorFlow's runtime, which no such read goes through.
+- **Device syncs inside C++ code are not seen.** Only the Python calls that read a value on the
+  host are counted: a sync the framework makes in its own code (PyTorch's boolean-mask
+  indexing, `nonzero()`, collectives) is not. `torch.cuda.set_sync_debug_mode("warn")` lists
+  those. Reads on another thread than the one running the phase (Keras's asynchronous log
+  fetching) are not counted either.
+- **On a machine without a GPU, syncs are zero by design.** A read of a value on the CPU waited
+  for no device, so it is never counted; copies from pageable memory to a device likewise need
+  a device. The zoo runs on CPUs: the sync and copy counts are not asserted here, and this
+  matrix has no column for them; the GPU scenarios (`bench/gpu_scenarios.py`: item_sync,
+  pageable_copy) exercise them.
+- **A Flax (JAX) loop that reads tf.data is reported as framework "tensorflow".** The
+  framework is the family gpuwhy writes its fixes for, and detection
+  (`src/gpuwhy/analysis/framework.py`) ranks a tf.data input above JAX: the wait is in the
+  tf.data pipeline, so INPUT_BOUND's fix is tf.data's (`num_parallel_calls`, `prefetch`), not
+  JAX's generic one. Its steps are its loop's tf.data pulls, timed as in any tf.data loop.
+"""
+
+
+def gaps_section() -> str:
+    """The limits that hold on every job, said once below the table."""
+    return GAPS
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -86,7 +118,7 @@ def render(results: list[dict[str, Any]], failed: list[str]) -> str:
         lines.append("")
     stamp = datetime.date.today().isoformat()
     lines.append(f"Run on {stamp}: {machine.describe()}.")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + gaps_section()
 
 
 def main() -> int:

@@ -13,6 +13,8 @@ ratio (under gpuwhy / bare) with a 95 % bootstrap interval:
   are given beside the ratio.
 
 gpuwhy's own CPU (its process and the environment probe, from the recording) is given too.
+A job that names its Python (a test environment: "..., Python 3.12") runs with that
+interpreter, bare and under gpuwhy, as tests/zoo runs it; `gpuwhy run` itself runs with this one.
 Results go to bench/results/zoo_overhead.md with the machine and date.
 
     python bench/zoo_overhead.py [--pairs 3] [-k TEXT ...] [--out FILE]
@@ -36,12 +38,14 @@ from pathlib import Path
 from typing import Any
 
 import machine
+import pytest  # framework_env skips or fails as in a test: here, a job left out
 from one_line_args import OneLineParser
 from overhead import children_cpu_s, compile_gpuwhy, from_recording, median_interval
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the zoo's members are test data
+from support import framework_env  # noqa: E402
 from zoo.members import MEMBERS, Member  # noqa: E402
 
 CLOCK = HERE / "zoo_clock.py"
@@ -61,12 +65,27 @@ class Runs:
     own_cpu: list[tuple[float, float]] = field(default_factory=list)  # recorder, probe
 
 
+def _python(member: Member) -> str | None:
+    """The interpreter that runs the member's job, as tests/zoo runs it: its test environment's
+    (`interpreter`, made by scripts/test-envs.sh), else this one; None where that environment
+    is missing."""
+    if not member.interpreter:
+        return sys.executable
+    try:
+        return str(framework_env(member.interpreter))
+    except (pytest.skip.Exception, pytest.fail.Exception):
+        return None
+
+
 def _job(member: Member, clock: Path) -> list[str]:
-    """The member's command; a plain `python SCRIPT` one through the clock."""
-    command = member.command(sys.executable)
+    """The member's command with its own interpreter; a plain `python SCRIPT` one through the
+    clock (which that interpreter runs too)."""
+    python = _python(member)
+    assert python is not None  # main() left out the members whose environment is missing
+    command = member.command(python)
     if member.launcher != "python":
         return command
-    return [sys.executable, str(CLOCK), str(clock), *command[1:]]
+    return [python, str(CLOCK), str(clock), *command[1:]]
 
 
 def _run(command: list[str], member: Member, folder: Path, clock: Path) -> tuple[float, ...]:
@@ -184,6 +203,9 @@ def document(all_runs: list[Runs], pairs: int, load: tuple[float, float]) -> str
         "95 % bootstrap interval in brackets (2000 resamples of the pairs). gpuwhy's bytecode "
         "compiled first.",
         f"- Load average (1 min) before / after: {load[0]:.2f} / {load[1]:.2f}.",
+        "- A job whose name gives a Python version runs with that interpreter (its test "
+        "environment, scripts/test-envs.sh), bare and under gpuwhy; `gpuwhy run` runs with the "
+        "one above.",
         f"- Goal for the job's own time: ≤ {TARGET} on a CPU job. The zoo's jobs train for a few "
         "seconds, so framework imports weigh heavily in the job's own time and gpuwhy's start-up"
         " in the wall time; bench/overhead.py measures longer trainings.",
@@ -208,7 +230,21 @@ def document(all_runs: list[Runs], pairs: int, load: tuple[float, float]) -> str
 
 
 def _installed(member: Member) -> bool:
+    """Whether the member's job can run: its test environment made (which holds what it needs,
+    as tests/zoo trusts it), else its modules importable here."""
+    if member.interpreter:
+        return _python(member) is not None
     return all(importlib.util.find_spec(name) is not None for name in member.needs)
+
+
+def _compile_for(members: list[Member]) -> None:
+    """gpuwhy byte-compiled for each other interpreter the members run (their jobs import gpuwhy
+    from this checkout: uncompiled, the first run under gpuwhy would compile it)."""
+    import gpuwhy
+
+    folder = str(Path(gpuwhy.__file__).parent)
+    for python in sorted({_python(m) for m in members if m.interpreter} - {None}):
+        subprocess.run([str(python), "-m", "compileall", "-q", folder], check=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=HERE / "results" / "zoo_overhead.md")
     args = parser.parse_args(argv)
+    os.environ.setdefault("GPUWHY_TEST_ENVS", str(ROOT / ".venvs"))  # scripts/test-envs.sh's
     if not 1 <= args.pairs <= MAX_PAIRS:
         parser.error(f"--pairs {args.pairs}: give 1 to {MAX_PAIRS}")
     if args.out.is_dir():
@@ -237,8 +274,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"-k {' '.join(args.select)}: no zoo job matches")
     missing = [m.name for m in chosen if not _installed(m)]
     if missing:
-        parser.error(f"not installed for {', '.join(missing)}: run bash scripts/zoo-deps.sh")
+        parser.error(
+            f"not installed for {', '.join(missing)}: run bash scripts/zoo-deps.sh "
+            "(bash scripts/test-envs.sh for a job with its own Python)"
+        )
     compile_gpuwhy()
+    _compile_for(chosen)
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as scratch:
         all_runs = [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from support import ROOT, assert_usage_error
+from support import ROOT, assert_usage_error, framework_env
 
 SCRIPT = ROOT / "bench" / "zoo_overhead.py"
 CLOCK = ROOT / "bench" / "zoo_clock.py"
@@ -60,6 +60,25 @@ def test_the_clock_counts_the_full_collections_the_job_ran(tmp_path: Path) -> No
         subprocess.run([sys.executable, str(CLOCK), str(out), str(script)], timeout=60, check=True)
         counts.append(json.loads(out.read_text())["full_gcs"])
     assert counts[0] == counts[1] + 3, counts
+
+
+@pytest.mark.parametrize("interpreter", ["py310-jax", "py312-jax", "py313-jax"])
+def test_a_job_that_names_its_python_runs_with_it(
+    interpreter: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As tests/zoo runs it: its test environment's interpreter runs the job and the clock, bare
+    # and under gpuwhy (whose own process is this interpreter); a plain member runs with this one.
+    python = framework_env(interpreter)  # skips where scripts/test-envs.sh did not make it
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # the benches import their neighbours
+    import zoo_overhead
+
+    clock = tmp_path / "clock.json"
+    members = [m for m in zoo_overhead.MEMBERS if m.interpreter == interpreter]
+    plain = next(m for m in zoo_overhead.MEMBERS if not m.interpreter and m.launcher == "python")
+    assert members
+    for member in members:
+        assert zoo_overhead._job(member, clock)[:3] == [str(python), str(CLOCK), str(clock)]
+    assert zoo_overhead._job(plain, clock)[:2] == [sys.executable, str(CLOCK)]
 
 
 @pytest.mark.slow
