@@ -340,6 +340,11 @@ def _kernel_lines(kernels: Any) -> list[str]:
                 f"{rank.loader_exposed_ms or 0:.1f} ms with the GPU idle"
             )
         lines.append(text)
+        if len(rank.per_device) > 1:  # the figures above are unions over the devices
+            lines.append(
+                "   per GPU, busy of the steps: "
+                + ", ".join(f"{d} {row['busy']:.0%}" for d, row in rank.per_device.items())
+            )
         if rank.top_kernels:
             top = rank.top_kernels[0]
             lines.append(f"   top kernel: {top.name[:70]} ({top.share:.0%} of device time)")

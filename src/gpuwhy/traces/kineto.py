@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import IO, Any, cast
 
 from gpuwhy.errors import InputFileError
-from gpuwhy.traces.rank_trace import HostCall, OpKind, RankTrace
+from gpuwhy.traces.rank_trace import HOST_OP_MIN_NS, HostCall, OpKind, RankTrace
 
 
 class TraceError(InputFileError):
@@ -159,6 +159,7 @@ def _take_meta(trace: RankTrace, meta: Mapping[str, Any]) -> None:
 
 def _take_events(trace: RankTrace, events: Iterable[Mapping[str, Any]]) -> None:
     names: dict[str, int] = {}
+    op_names: dict[str, int] = {}
     ops = trace.ops
     for event in events:
         trace.events += 1
@@ -191,15 +192,42 @@ def _take_events(trace: RankTrace, events: Iterable[Mapping[str, Any]]) -> None:
             )
         elif cat in _RUNTIME_CATS:
             _take_runtime(trace, name, start, end, args, event.get("tid"))
+            trace.runtime_thread.append(_tid(event.get("tid")))
+            trace.runtime_start_ns.append(start)
         elif cat in _CPU_CATS or cat is None:
             _take_cpu(trace, name, start, end, event.get("tid"))
             if cat in _OPERATOR_CATS and not name.startswith("ProfilerStep"):  # older: cpu_op
                 trace.cpu_op_ns[name] = trace.cpu_op_ns.get(name, 0) + end - start
                 trace.cpu_op_calls[name] = trace.cpu_op_calls.get(name, 0) + 1
+                if end - start >= HOST_OP_MIN_NS:
+                    _take_host_op(trace, op_names, name, start, end, event.get("tid"))
 
 
 def _thread(tid: Any) -> int:
     return tid if isinstance(tid, int) else 0
+
+
+def _tid(tid: Any) -> int:
+    """A thread id as an integer: older traces write it as a string ("25738"); -1: none."""
+    if isinstance(tid, int):
+        return tid
+    if isinstance(tid, str) and tid.lstrip("-").isdigit():
+        return int(tid)
+    return -1
+
+
+def _take_host_op(
+    trace: RankTrace, names: dict[str, int], name: str, start: int, end: int, tid: Any
+) -> None:
+    index = names.get(name)
+    if index is None:
+        index = names[name] = len(trace.op_names)
+        trace.op_names.append(name)
+    ops = trace.host_ops
+    ops.start_ns.append(start)
+    ops.end_ns.append(end)
+    ops.thread.append(_tid(tid))
+    ops.name.append(index)
 
 
 def _take_runtime(
@@ -220,6 +248,7 @@ def _take_cpu(trace: RankTrace, name: str, start: int, end: int, tid: Any) -> No
         match = _STEP.match(name)
         if match:
             trace.steps.append((int(match.group(1)), start, end))
+            trace.step_threads.add(_tid(tid))
     elif name.startswith(_LOADER_PREFIX):
         trace.loader.append(HostCall(name, start, end, _thread(tid)))
     elif name.startswith(_OPTIMIZER_PREFIX):

@@ -60,6 +60,27 @@ class DeviceOps:
         self.size.append(size)
 
 
+HOST_OP_MIN_NS = 10_000
+"""Host operators shorter than this are not kept one by one (their time still counts in
+``cpu_op_ns``): issuing an operator costs about this much whatever it does (a launch call
+alone takes 5-20 us, references.md#hta-idle-time), so a shorter one did no work of its own worth
+moving to the device; the per-operator cost is LAUNCH_BOUND's and HOST_BOUND's. An
+operator's callers last longer than it, so those kept still show which ran inside another."""
+
+
+@dataclass
+class HostOps:
+    """Host operators (Kineto `cpu_op`) of at least HOST_OP_MIN_NS, in columns, in trace order."""
+
+    start_ns: array[int] = field(default_factory=lambda: array("q"))
+    end_ns: array[int] = field(default_factory=lambda: array("q"))
+    thread: array[int] = field(default_factory=lambda: array("q"))
+    name: array[int] = field(default_factory=lambda: array("i"))  # index into RankTrace.op_names
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+
 @dataclass(frozen=True, slots=True)
 class HostCall:
     """A host-side range the analysis names: a blocking sync, a copy call, a data-loader pull."""
@@ -95,6 +116,14 @@ class RankTrace:
     # their callers' time too (what ran on the CPU, for NOT_ON_GPU's evidence)
     cpu_op_ns: dict[str, int] = field(default_factory=dict)
     cpu_op_calls: dict[str, int] = field(default_factory=dict)
+    # the host operators one by one (HOST_OP_MIN_NS and longer), their names interned
+    host_ops: HostOps = field(default_factory=HostOps)
+    op_names: list[str] = field(default_factory=list)
+    # every runtime/driver call (launch, copy, sync, allocation): its thread and start, in trace
+    # order: a host operator with one inside it on its thread touched the device
+    runtime_thread: array[int] = field(default_factory=lambda: array("q"))
+    runtime_start_ns: array[int] = field(default_factory=lambda: array("q"))
+    step_threads: set[int] = field(default_factory=set)  # the threads of the step markers
     events: int = 0  # trace events read
     # The host link's rate (bytes/s) where the trace comes with a recording that knows it
     # (`run --profile`: the GPU's PCIe generation and width), for copies from pinned memory.

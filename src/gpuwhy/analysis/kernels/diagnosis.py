@@ -20,7 +20,7 @@ from gpuwhy.analysis.diagnose import DeviceStats, Diagnosis
 from gpuwhy.analysis.framework import Framework
 from gpuwhy.analysis.kernels.breakdown import stream_idle, temporal, without_last_step
 from gpuwhy.analysis.kernels.findings import CHECKS, WINDOW_CHECKS
-from gpuwhy.analysis.kernels.placement import not_on_gpu
+from gpuwhy.analysis.kernels.placement import cpu_ops_beside_gpu, not_on_gpu
 from gpuwhy.analysis.kernels.ranks import rank_imbalance
 from gpuwhy.analysis.kernels.steps import RankFacts, StepFacts, busy_timeline, rank_facts
 from gpuwhy.analysis.phases import PhaseStats, weighted_percentile
@@ -68,6 +68,11 @@ class RankSummary:
     # Busy share in equal buckets over the steps, and the steps' starts (steps.busy_timeline).
     busy_timeline: dict[str, Any] | None = None
     top_kernels: list[KernelTotal] = field(default_factory=list)
+    # Each step's own figures, in order (step_rows): what the medians and means above summarise.
+    per_step: list[dict[str, Any]] = field(default_factory=list)
+    # Per device (id as a string), its busy share, idle split and work over the steps' time
+    # (device_rows); the figures above are unions over all the rank's devices.
+    per_device: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,80 @@ def _fraction(steps: Sequence[StepFacts], value: str) -> float:
     """Summed ``value`` over the steps' summed time: the share the phase table would show."""
     total = sum(s.time_ns for s in steps)
     return round(sum(getattr(s, value) for s in steps) / total, 4) if total else 0.0
+
+
+def _shares(total_ns: int, **parts_ns: int) -> dict[str, float]:
+    return {name: round(ns / total_ns, 4) if total_ns else 0.0 for name, ns in parts_ns.items()}
+
+
+def step_rows(facts: RankFacts) -> list[dict[str, Any]]:
+    """One row per step: its time, the device's busy share and idle split (unions over the
+    rank's devices, as gpu_busy), each device's busy share, its work, kernels and host times."""
+    if not facts.steps:
+        return []
+    origin = facts.steps[0].start_ns
+    work = bool(facts.devices)
+    return [
+        {
+            "number": s.number,
+            "start_s": round((s.start_ns - origin) / NS_PER_S, 6),
+            "time_s": round(s.time_ns / NS_PER_S, 6),
+            "gpu_busy": round(s.busy_fraction, 4) if work else None,
+            "device_busy": {
+                str(d): round(s.busy_ns.get(d, 0) / s.time_ns, 4) if s.time_ns else 0.0
+                for d in facts.devices
+            },
+            "idle_split": _shares(
+                s.time_ns,
+                host_wait=s.host_wait_ns,
+                kernel_wait=s.kernel_wait_ns,
+                other=s.other_wait_ns,
+            ),
+            "work_split": _shares(
+                s.time_ns,
+                compute=s.compute_ns,
+                communication=s.communication_ns,
+                memcpy=s.memcpy_ns,
+                memset=s.memset_ns,
+            ),
+            "kernels": s.kernels,
+            "kernel_median_us": (
+                None if s.kernel_median_ns is None else round(s.kernel_median_ns / 1000, 4)
+            ),
+            "loader_ms": round(s.loader_ns / 1e6, 4),
+            "loader_exposed_ms": round(s.loader_exposed_ns / 1e6, 4),
+            "sync_ms": round(s.sync_ns / 1e6, 4),
+            "optimizer_ms": round(s.optimizer_ns / 1e6, 4),
+        }
+        for s in facts.steps
+    ]
+
+
+def device_rows(facts: RankFacts) -> dict[str, dict[str, Any]]:
+    """Per device: its busy share, idle split and work as shares of the steps' summed time
+    (busy and the three idle shares add up to 1), and its kernels a step (mean)."""
+    steps = len(facts.steps)
+    rows = {}
+    for device, d in sorted(facts.device_facts.items()):
+        rows[str(device)] = {
+            "name": facts.trace.devices.get(device, "GPU"),
+            "busy": round(d.busy_ns / d.time_ns, 4) if d.time_ns else 0.0,
+            "idle_split": _shares(
+                d.time_ns,
+                host_wait=d.host_wait_ns,
+                kernel_wait=d.kernel_wait_ns,
+                other=d.other_wait_ns,
+            ),
+            "work_split": _shares(
+                d.time_ns,
+                compute=d.compute_ns,
+                communication=d.communication_ns,
+                memcpy=d.memcpy_ns,
+                memset=d.memset_ns,
+            ),
+            "kernels_per_step": round(d.kernels / steps, 1) if steps else None,
+        }
+    return rows
 
 
 def _top_kernels(trace: RankTrace) -> list[KernelTotal]:
@@ -162,6 +241,8 @@ def summarise_rank(facts: RankFacts) -> RankSummary:
         stream_idle=_stream_idle(trace),
         busy_timeline=busy_timeline(facts),
         top_kernels=_top_kernels(trace),
+        per_step=step_rows(facts),
+        per_device=device_rows(facts),
     )
 
 
@@ -246,6 +327,9 @@ def diagnose_traces(traces: Sequence[RankTrace]) -> Diagnosis:
         if placed is not None:  # the device idles because nothing runs on it: nothing else to say
             findings.append(placed)
             continue
+        partly = cpu_ops_beside_gpu(rank, name)  # some operators left on the CPU
+        if partly is not None:
+            findings.append(partly)
         for check in CHECKS:
             finding = check(rank, name)
             if finding is not None:

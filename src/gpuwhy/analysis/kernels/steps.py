@@ -106,9 +106,33 @@ class RankFacts:
     busy: IntervalSet | None = None  # the union of all the rank's device work
     pinned_rates: dict[str, PinnedRate] = field(default_factory=dict)  # per copy direction
 
+    # per device, its busy time, idle split and work over the same step windows
+    device_facts: dict[int, DeviceFacts] = field(default_factory=dict)
+
     @property
     def has_device_work(self) -> bool:
         return bool(self.devices)
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """One device of a rank over the rank's step windows, summed. Times in nanoseconds.
+
+    The rank's own figures are unions over all its devices (one idle device hides nothing while
+    another works); these are each device's alone, with its gaps split by what ended them on
+    that device, so a host driving several GPUs shows which of them waited."""
+
+    device: int
+    time_ns: int  # the step windows' summed time
+    busy_ns: int
+    host_wait_ns: int
+    kernel_wait_ns: int
+    other_wait_ns: int
+    compute_ns: int
+    communication_ns: int
+    memcpy_ns: int
+    memset_ns: int
+    kernels: int  # device ops starting inside the windows
 
 
 def _overlap(first: Sequence[Interval], second: Sequence[Interval]) -> int:
@@ -157,9 +181,15 @@ class _Columns:
     launch_cumulative: list[int]  # their summed durations up to each (prefix sums)
 
 
-def _columns(trace: RankTrace) -> _Columns:
+def _columns(trace: RankTrace, device: int | None = None) -> _Columns:
+    """The rank's device work (one device's only, given ``device``) in columns."""
     ops = trace.ops
-    order = sorted(range(len(ops)), key=ops.start_ns.__getitem__)
+    kept = (
+        range(len(ops))
+        if device is None
+        else [i for i in range(len(ops)) if ops.device[i] == device]
+    )
+    order = sorted(kept, key=ops.start_ns.__getitem__)
     starts = [ops.start_ns[i] for i in order]
     ends = [ops.end_ns[i] for i in order]
     launches = trace.launch_start_ns
@@ -330,7 +360,41 @@ def rank_facts(trace: RankTrace) -> RankFacts:
     windows, facts.on_device = _step_windows(trace, columns)
     for number, start, end in windows:
         facts.steps.append(_step(trace, columns, facts.pinned_rates, number, start, end))
+    for device in facts.devices:
+        # one device: its columns are the rank's; several: each its own (its gaps, its work)
+        own = columns if len(facts.devices) == 1 else _columns(trace, device)
+        facts.device_facts[device] = _device(own, device, windows)
     return facts
+
+
+def _device(columns: _Columns, device: int, windows: Sequence[tuple[int, int, int]]) -> DeviceFacts:
+    """One device's figures over the step windows, from its own columns."""
+    time = busy = host = kernel = other = kernels = 0
+    work = dict.fromkeys(OpKind, 0)
+    for _, start, end in windows:
+        spans = columns.all_busy.clip(start, end)
+        split = _split_idle(columns, subtract([(start, end)], spans))
+        time += end - start
+        busy += total_ns(spans)
+        host, kernel, other = host + split.host, kernel + split.kernel, other + split.other
+        kernels += bisect.bisect_left(columns.starts, end) - bisect.bisect_left(
+            columns.starts, start
+        )
+        for kind, intervals in columns.by_kind.items():
+            work[kind] += total_ns(intervals.clip(start, end))
+    return DeviceFacts(
+        device=device,
+        time_ns=time,
+        busy_ns=busy,
+        host_wait_ns=host,
+        kernel_wait_ns=kernel,
+        other_wait_ns=other,
+        compute_ns=work[OpKind.COMPUTE],
+        communication_ns=work[OpKind.COMMUNICATION],
+        memcpy_ns=work[OpKind.MEMCPY],
+        memset_ns=work[OpKind.MEMSET],
+        kernels=kernels,
+    )
 
 
 def _step(

@@ -77,6 +77,67 @@ def _stream_idle(streams: Mapping[str, Mapping[str, float]] | None) -> str:
     )
 
 
+MAX_STEP_ROWS = 200  # a page's table; the JSON report has every step
+
+
+def _per_step(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Each step's own figures: which steps were slow, and where their time went."""
+    if len(rows) < 2:
+        return ""
+
+    def ms(value: float | None) -> str:
+        return "–" if value is None else f"{value:.1f} ms"
+
+    def us(value: float | None) -> str:
+        return "–" if value is None else f"{value:.1f} µs"
+
+    body = "".join(
+        f"<tr><td>{esc(row['number'])}</td><td>{esc(seconds(row['time_s']))}</td>"
+        f"<td>{esc(percent(row['gpu_busy']))}</td>"
+        f"<td>{esc(percent(row['idle_split']['host_wait']))}</td>"
+        f"<td>{esc(percent(row['idle_split']['kernel_wait']))}</td>"
+        f"<td>{esc(percent(row['idle_split']['other']))}</td><td>{row['kernels']}</td>"
+        f"<td>{esc(us(row['kernel_median_us']))}</td><td>{esc(ms(row['loader_ms']))}</td><td>{esc(ms(row['sync_ms']))}</td>"
+        f"<td>{esc(ms(row['optimizer_ms']))}</td></tr>"
+        for row in rows[:MAX_STEP_ROWS]
+    )
+    more = (
+        f'<p class="hint">First {MAX_STEP_ROWS} of {len(rows)} steps; the JSON report has all.</p>'
+        if len(rows) > MAX_STEP_ROWS
+        else ""
+    )
+    return (
+        '<div class="scroll"><table class="ksteps"><thead><tr><th>step</th><th>time</th>'
+        "<th>GPU busy</th><th>waiting for the host</th><th>between kernels</th><th>other</th>"
+        "<th>kernels</th><th>median kernel</th><th>data loader</th><th>syncs</th>"
+        f"<th>optimizer</th></tr></thead><tbody>{body}</tbody></table></div>{more}"
+    )
+
+
+def _per_device(devices: Mapping[str, Mapping[str, Any]]) -> str:
+    """Each device's own busy share and idle split, where the rank drove several."""
+    if len(devices) < 2:
+        return ""
+    body = "".join(
+        f"<tr><td>{esc(device)} ({esc(row.get('name', 'GPU'))})</td>"
+        f"<td>{esc(percent(row['busy']))}</td>"
+        f"<td>{esc(percent(row['idle_split']['host_wait']))}</td>"
+        f"<td>{esc(percent(row['idle_split']['kernel_wait']))}</td>"
+        f"<td>{esc(percent(row['idle_split']['other']))}</td>"
+        f"<td>{esc(percent(row['work_split']['compute']))}</td>"
+        f"<td>{esc(percent(row['work_split']['communication']))}</td>"
+        f"<td>{esc(percent(row['work_split']['memcpy']))}</td></tr>"
+        for device, row in devices.items()
+    )
+    return (
+        '<p class="hint">Per device (the figures above are unions over the devices), as shares '
+        "of the steps' time.</p>"
+        '<div class="scroll"><table class="kdevices"><thead><tr><th>device</th><th>busy</th>'
+        "<th>waiting for the host</th><th>between kernels</th><th>other</th><th>compute</th>"
+        f"<th>communication</th><th>copies</th></tr></thead><tbody>{body}</tbody></table></div>"
+    )
+
+
 def _steps_note(rank: Any) -> str:
     if not rank.step_markers:
         return " (no step markers)"
@@ -119,7 +180,7 @@ def _rank(rank: Any, lanes: str) -> str:
     return (
         f'<section class="rank" data-rank="{esc(rank.rank)}"><h3>{esc(name)}</h3>{chart}{lanes}'
         f'<div class="scroll"><table class="kfacts">{table}</table></div>'
-        f"{_stream_idle(rank.stream_idle)}"
+        f"{_per_device(rank.per_device)}{_stream_idle(rank.stream_idle)}{_per_step(rank.per_step)}"
         '<div class="scroll"><table class="ktop"><thead><tr><th>top kernels</th><th>kind</th>'
         f"<th>count</th><th>time</th><th>share</th></tr></thead><tbody>{top}</tbody></table>"
         "</div></section>"
