@@ -65,14 +65,14 @@ select="not timing"
 [ "$fast" = 1 ] && select="not slow and not timing"
 status=0
 .venv/bin/python -m pytest -m "$select" -n "${GPUWHY_TEST_WORKERS:-auto}" --dist loadfile \
-    --reruns 1 --durations=15 "$@" || status=$?
+    --reruns 1 --durations=30 "$@" || status=$?
 slow=""
 [ "$fast" = 1 ] && slow=" and not slow"
 paired=0
 .venv/bin/python -m pytest -m "timing and not alone$slow" -n "${GPUWHY_TIMING_WORKERS:-2}" \
-    --dist loadfile --no-loadscope-reorder --reruns 1 --durations=10 "$@" || paired=$?
+    --dist loadfile --no-loadscope-reorder --reruns 1 --durations=30 "$@" || paired=$?
 alone=0
-.venv/bin/python -m pytest -m "alone$slow" --reruns 1 --durations=5 "$@" || alone=$?
+.venv/bin/python -m pytest -m "alone$slow" --reruns 1 --durations=30 "$@" || alone=$?
 # 5 is "nothing selected": a failure only when no pass ran a test.
 if [ "$status$paired$alone" = 555 ]; then exit 5; fi
 for code in "$status" "$paired" "$alone"; do
