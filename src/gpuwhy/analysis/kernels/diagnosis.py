@@ -14,7 +14,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gpuwhy.analysis.diagnose import DeviceStats, Diagnosis
 from gpuwhy.analysis.framework import Framework
@@ -105,8 +105,48 @@ def _fraction(steps: Sequence[StepFacts], value: str) -> float:
     return round(sum(getattr(s, value) for s in steps) / total, 4) if total else 0.0
 
 
+class _Split(Protocol):
+    """A span of steps' idle split and work (StepFacts, DeviceFacts), in nanoseconds."""
+
+    @property
+    def time_ns(self) -> int: ...
+    @property
+    def host_wait_ns(self) -> int: ...
+    @property
+    def kernel_wait_ns(self) -> int: ...
+    @property
+    def other_wait_ns(self) -> int: ...
+    @property
+    def compute_ns(self) -> int: ...
+    @property
+    def communication_ns(self) -> int: ...
+    @property
+    def memcpy_ns(self) -> int: ...
+    @property
+    def memset_ns(self) -> int: ...
+
+
 def _shares(total_ns: int, **parts_ns: int) -> dict[str, float]:
     return {name: round(ns / total_ns, 4) if total_ns else 0.0 for name, ns in parts_ns.items()}
+
+
+def _splits(of: _Split) -> dict[str, dict[str, float]]:
+    """Its idle split and its work, each as shares of its time."""
+    return {
+        "idle_split": _shares(
+            of.time_ns,
+            host_wait=of.host_wait_ns,
+            kernel_wait=of.kernel_wait_ns,
+            other=of.other_wait_ns,
+        ),
+        "work_split": _shares(
+            of.time_ns,
+            compute=of.compute_ns,
+            communication=of.communication_ns,
+            memcpy=of.memcpy_ns,
+            memset=of.memset_ns,
+        ),
+    }
 
 
 def step_rows(facts: RankFacts) -> list[dict[str, Any]]:
@@ -126,19 +166,7 @@ def step_rows(facts: RankFacts) -> list[dict[str, Any]]:
                 str(d): round(s.busy_ns.get(d, 0) / s.time_ns, 4) if s.time_ns else 0.0
                 for d in facts.devices
             },
-            "idle_split": _shares(
-                s.time_ns,
-                host_wait=s.host_wait_ns,
-                kernel_wait=s.kernel_wait_ns,
-                other=s.other_wait_ns,
-            ),
-            "work_split": _shares(
-                s.time_ns,
-                compute=s.compute_ns,
-                communication=s.communication_ns,
-                memcpy=s.memcpy_ns,
-                memset=s.memset_ns,
-            ),
+            **_splits(s),
             "kernels": s.kernels,
             "kernel_median_us": (
                 None if s.kernel_median_ns is None else round(s.kernel_median_ns / 1000, 4)
@@ -161,19 +189,7 @@ def device_rows(facts: RankFacts) -> dict[str, dict[str, Any]]:
         rows[str(device)] = {
             "name": facts.trace.devices.get(device, "GPU"),
             "busy": round(d.busy_ns / d.time_ns, 4) if d.time_ns else 0.0,
-            "idle_split": _shares(
-                d.time_ns,
-                host_wait=d.host_wait_ns,
-                kernel_wait=d.kernel_wait_ns,
-                other=d.other_wait_ns,
-            ),
-            "work_split": _shares(
-                d.time_ns,
-                compute=d.compute_ns,
-                communication=d.communication_ns,
-                memcpy=d.memcpy_ns,
-                memset=d.memset_ns,
-            ),
+            **_splits(d),
             "kernels_per_step": round(d.kernels / steps, 1) if steps else None,
         }
     return rows
