@@ -15,9 +15,10 @@ ratio (under gpuwhy / bare) with a 95 % bootstrap interval:
 gpuwhy's own CPU (its process and the environment probe, from the recording) is given too.
 A job that names its Python (a test environment: "..., Python 3.12") runs with that
 interpreter, bare and under gpuwhy, as tests/zoo runs it; `gpuwhy run` itself runs with this one.
-Results go to bench/results/zoo_overhead.md with the machine and date.
+Results go to bench/results/zoo_overhead.md with the machine and date; a run of some jobs
+(`-k`) to the file `--out` names, whose rows are then put in by hand.
 
-    python bench/zoo_overhead.py [--pairs 3] [-k TEXT ...] [--out FILE]
+    python bench/zoo_overhead.py [--pairs 3] [-k TEXT ... --out FILE]
 """
 
 from __future__ import annotations
@@ -247,6 +248,9 @@ def _compile_for(members: list[Member]) -> None:
         subprocess.run([str(python), "-m", "compileall", "-q", folder], check=False)
 
 
+RESULTS = HERE / "results" / "zoo_overhead.md"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="zoo_overhead.py", description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=3, help=f"per job, 1 to {MAX_PAIRS}")
@@ -258,8 +262,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="TEXT",
         help="only the jobs whose name or script holds TEXT (repeatable)",
     )
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "zoo_overhead.md")
+    parser.add_argument("--out", type=Path, help=f"default {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args(argv)
+    if args.out is None:
+        if args.select:  # the committed table holds every job: a few must not replace it
+            parser.error("-k measures only some jobs: give --out FILE for their rows")
+        args.out = RESULTS
     os.environ.setdefault("GPUWHY_TEST_ENVS", str(ROOT / ".venvs"))  # scripts/test-envs.sh's
     if not 1 <= args.pairs <= MAX_PAIRS:
         parser.error(f"--pairs {args.pairs}: give 1 to {MAX_PAIRS}")

@@ -24,7 +24,8 @@ RATIO = re.compile(r"\d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\]")
     [
         ["--pairs", "0"],
         ["--pairs", "many"],
-        ["-k", "no such job"],
+        ["-k", "no such job", "--out", "rows.md"],
+        ["-k", "GAN"],  # some jobs, and no --out: the committed table would lose the rest
         ["--out", str(ROOT / "bench")],
         ["--frobnicate"],
     ],
