@@ -4,7 +4,10 @@ Wall and CPU time per step (hook_cost.py) move with everything else the machine 
 instructions a step executes do not. This runs hook_cost.py's short-step PyTorch loop (and, with
 `--jobs torch keras`, its Keras one) under `valgrind --tool=cachegrind --cache-sim=no`, bare and
 with the hooks installed, each at two lengths; the slope between them is the instructions per
-step, free of start-up and import. A fixed hash seed, one BLAS and OpenMP thread (and one in
+step, free of start-up and import. A third run of each is hooked with a `--profile` window
+armed, as `gpuwhy run --profile` arms it (`GPUWHY_PROFILE` in the job's environment), but set to
+open after more steps than the long run has: its slope is a step's cost outside the window. A
+fixed hash seed, one BLAS and OpenMP thread (and one in
 each of TensorFlow's pools), and records delivered once at the end (on the calling thread, as
 `flush()` does: the flusher's timing under valgrind's slow clock would count) keep the counts
 repeatable. The hooked count includes attributing and encoding the step's records, as
@@ -36,16 +39,23 @@ from pathlib import Path
 import machine
 from one_line_args import OneLineParser
 
+from gpuwhy.cli.run import PROFILE_STEPS
+from gpuwhy.wire import ENV_PROFILE
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 JOBS = ("torch", "keras")
+VARIANTS = ("bare", "hooked", "armed")  # armed: hooked, with a `--profile` window to come
 _REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 METHOD = (
     "hook_cost.py's short-step jobs under valgrind's cachegrind: instructions per step, the "
     "slope between runs of {few} and {many} steps (start-up and imports cancel out). Hooked: "
     "`auto.install({{}})`, each step's records attributed and encoded as for `gpuwhy run`'s "
-    "socket. TensorFlow runs with one thread in each of its pools (idle pool threads spin, by "
-    "timing). Within one run a count repeats to a few instructions a step, but between runs of "
+    "socket. Armed: hooked, and `GPUWHY_PROFILE` set as `gpuwhy run --profile {profile}` sets it "
+    "but for a window that opens after {skip} steps, so never in these runs (checked: no trace "
+    "written); armed − hooked is what an armed window costs a step outside it. "
+    "TensorFlow runs with one thread in each of its pools (idle pool threads spin, by timing). "
+    "Within one run a count repeats to a few instructions a step, but between runs of "
     "this script the same code's counts moved by up to ~7k a step, bare and hooked alike "
     "(likely where the interpreter's objects land, which changes its hashing), and once the "
     "Keras job's bare count alone by 43k (2026-11-29: 2.568M, where three repeats of another "
@@ -74,11 +84,28 @@ def child(job: str, steps: int, hooked: bool) -> None:
         emitter.flush(60.0)
 
 
-def count(job: str, steps: int, hooked: bool, src: Path) -> int:
-    """Instructions valgrind counted for one child run, gpuwhy imported from `src`."""
+def armed(skip: int, directory: Path) -> dict[str, str]:
+    """The environment `gpuwhy run --profile` gives a job (runtime/child.py), for a window of
+    `PROFILE_STEPS` steps after the first `skip`, its trace written into `directory`."""
+    return {ENV_PROFILE: f"{skip}:{PROFILE_STEPS}:{directory}"}
+
+
+def never_opens(steps: tuple[int, int]) -> int:
+    """A window's `skip` past the long run's steps: the window is armed, and every counted step
+    is outside it."""
+    return steps[1] + 1
+
+
+def count(job: str, steps: int, variant: str, src: Path, skip: int = 0) -> int:
+    """Instructions valgrind counted for one child run, gpuwhy imported from `src`; `skip`: the
+    armed window's."""
     env = dict(os.environ, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     env.update(GPUWHY_BOOT="0", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(src))
     env.pop("GPUWHY_SOCKET", None)
+    env.pop(ENV_PROFILE, None)  # armed only where asked, as `gpuwhy run` does
+    traces = Path(tempfile.mkdtemp(prefix="gpuwhy-armed-"))
+    if variant == "armed":
+        env.update(armed(skip, traces / "profile"))
     if job == "keras":
         env.setdefault("KERAS_BACKEND", "tensorflow")
         # One thread in each of TensorFlow's pools: idle pool threads spin looking for work,
@@ -88,19 +115,28 @@ def count(job: str, steps: int, hooked: bool, src: Path) -> int:
     command = [
         "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
         sys.executable, str(Path(__file__).resolve()),
-        "--child", job, "--child-steps", str(steps), "--hooked", str(int(hooked)),
+        "--child", job, "--child-steps", str(steps), "--hooked", str(int(variant != "bare")),
     ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env,
+                              check=False)  # fmt: skip
+        # A window that opened would count the profiler: the armed count would be wrong.
+        opened = (traces / "profile").exists()
+    finally:
+        shutil.rmtree(traces, ignore_errors=True)
     found = _REFS.findall(done.stderr)
     if done.returncode != 0 or not found:
         raise SystemExit(f"{job} ({steps} steps) failed under valgrind:\n{done.stderr[-2000:]}")
+    if opened:
+        raise SystemExit(f"{job} ({steps} steps, {variant}): the profiler window opened")
     return int(found[-1].replace(",", ""))
 
 
-def per_step(job: str, steps: tuple[int, int], hooked: bool, src: Path) -> float:
+def per_step(job: str, steps: tuple[int, int], variant: str, src: Path) -> float:
     """Instructions per step: the slope between the two lengths, two runs at once."""
+    skip = never_opens(steps)
     with ThreadPoolExecutor(2) as pool:
-        short, long = pool.map(lambda n: count(job, n, hooked, src), steps)
+        short, long = pool.map(lambda n: count(job, n, variant, src, skip), steps)
     return (long - short) / (steps[1] - steps[0])
 
 
@@ -138,23 +174,30 @@ def measure(args: argparse.Namespace) -> list[str]:
     rows = []
     for job in args.jobs:
         print(f"== {job}: bare", flush=True)
-        bare = [per_step(job, steps, False, ROOT / "src") for _ in range(args.repeat)]
+        bare = [per_step(job, steps, "bare", ROOT / "src") for _ in range(args.repeat)]
         for rev in [None, *([args.against] if args.against else [])]:
             with revision(rev) as (name, src):
-                print(f"== {job}: hooked, {name}", flush=True)
-                hooked = [per_step(job, steps, True, src) for _ in range(args.repeat)]
-            rows.append((job, name, bare, hooked))
+                counted = {}
+                for variant in VARIANTS[1:]:
+                    print(f"== {job}: {variant}, {name}", flush=True)
+                    counted[variant] = [
+                        per_step(job, steps, variant, src) for _ in range(args.repeat)
+                    ]
+            rows.append((job, name, bare, counted["hooked"], counted["armed"]))
     lines = [
         "| job | gpuwhy | bare instructions per step | hooked | the hooks' (median) | "
-        "the hooks' share |",
-        "|---|---|---|---|---|---|",
+        "the hooks' share | hooked, `--profile` armed | outside the window (armed − hooked, "
+        "median) | its share of the hooked step |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for job, name, bare, hooked in rows:
+    for job, name, bare, hooked, armed_ in rows:
         label = "PyTorch loop" if job == "torch" else "Keras `fit` on tensorflow"
         cost = statistics.median(hooked) - statistics.median(bare)
+        outside = statistics.median(armed_) - statistics.median(hooked)
         lines.append(
             f"| {label} | {name} | {_counts(bare)} | {_counts(hooked)} | {cost:,.0f} | "
-            f"{cost / statistics.median(bare):.1%} |"
+            f"{cost / statistics.median(bare):.1%} | {_counts(armed_)} | {outside:,.0f} | "
+            f"{outside / statistics.median(hooked):.2%} |"
         )
     return lines
 
@@ -181,7 +224,12 @@ def document(args: argparse.Namespace, table: list[str]) -> str:
                 f"- Machine: {machine.describe()}",
                 f"- Command: `{command} --steps {args.steps[0]} {args.steps[1]}`",
                 "",
-                METHOD.format(few=args.steps[0], many=args.steps[1]),
+                METHOD.format(
+                    few=args.steps[0],
+                    many=args.steps[1],
+                    profile=PROFILE_STEPS,
+                    skip=never_opens((args.steps[0], args.steps[1])),
+                ),
                 "",
                 *table,
             ]
