@@ -203,10 +203,6 @@ def _take_events(trace: RankTrace, events: Iterable[Mapping[str, Any]]) -> None:
                     _take_host_op(trace, op_names, name, start, end, event.get("tid"))
 
 
-def _thread(tid: Any) -> int:
-    return tid if isinstance(tid, int) else 0
-
-
 def _tid(tid: Any) -> int:
     """A thread id as an integer: older traces write it as a string ("25738"); -1: none."""
     if isinstance(tid, int):
@@ -240,7 +236,7 @@ def _take_runtime(
         trace.add_launch(start, end)
     plain = "cuda" + name[3:] if name.startswith("hip") else name
     if plain in _BLOCKING:
-        trace.syncs.append(HostCall(name, start, end, _thread(tid)))
+        trace.syncs.append(HostCall(name, start, end, _tid(tid)))
 
 
 def _take_cpu(trace: RankTrace, name: str, start: int, end: int, tid: Any) -> None:
@@ -250,8 +246,8 @@ def _take_cpu(trace: RankTrace, name: str, start: int, end: int, tid: Any) -> No
             trace.steps.append((int(match.group(1)), start, end))
             trace.step_threads.add(_tid(tid))
     elif name.startswith(_LOADER_PREFIX):
-        trace.loader.append(HostCall(name, start, end, _thread(tid)))
+        trace.loader.append(HostCall(name, start, end, _tid(tid)))
     elif name.startswith(_OPTIMIZER_PREFIX):
-        trace.optimizer.append(HostCall(name, start, end, _thread(tid)))
+        trace.optimizer.append(HostCall(name, start, end, _tid(tid)))
     elif not trace.backward_seen and name.startswith(_BACKWARD_MARKS):
         trace.backward_seen = True

@@ -360,15 +360,34 @@ def rank_facts(trace: RankTrace) -> RankFacts:
     windows, facts.on_device = _step_windows(trace, columns)
     for number, start, end in windows:
         facts.steps.append(_step(trace, columns, facts.pinned_rates, number, start, end))
-    for device in facts.devices:
-        # one device: its columns are the rank's; several: each its own (its gaps, its work)
-        own = columns if len(facts.devices) == 1 else _columns(trace, device)
-        facts.device_facts[device] = _device(own, device, windows)
+    if len(facts.devices) == 1:  # the rank's steps are its own: their figures, summed
+        (device,) = facts.devices
+        facts.device_facts[device] = _summed(device, facts.steps)
+    else:  # each device over its own columns: its own gaps and work
+        for device in facts.devices:
+            facts.device_facts[device] = _device(_columns(trace, device), device, windows)
     return facts
 
 
+def _summed(device: int, steps: Sequence[StepFacts]) -> DeviceFacts:
+    """A rank's only device: its steps' figures, summed (the same windows, the same work)."""
+    return DeviceFacts(
+        device=device,
+        time_ns=sum(s.time_ns for s in steps),
+        busy_ns=sum(s.busy_ns.get(device, 0) for s in steps),
+        host_wait_ns=sum(s.host_wait_ns for s in steps),
+        kernel_wait_ns=sum(s.kernel_wait_ns for s in steps),
+        other_wait_ns=sum(s.other_wait_ns for s in steps),
+        compute_ns=sum(s.compute_ns for s in steps),
+        communication_ns=sum(s.communication_ns for s in steps),
+        memcpy_ns=sum(s.memcpy_ns for s in steps),
+        memset_ns=sum(s.memset_ns for s in steps),
+        kernels=sum(s.kernels for s in steps),
+    )
+
+
 def _device(columns: _Columns, device: int, windows: Sequence[tuple[int, int, int]]) -> DeviceFacts:
-    """One device's figures over the step windows, from its own columns."""
+    """One device's figures over the step windows, from its own columns (a rank with several)."""
     time = busy = host = kernel = other = kernels = 0
     work = dict.fromkeys(OpKind, 0)
     for _, start, end in windows:
