@@ -113,7 +113,7 @@ def install_torch() -> None:
             patching.patch(workers, "__del__", _timed_teardown)
         if workers is not None and "_get_data" in vars(workers):
             patching.patch(workers, "_get_data", _counting_receives)
-            _receives_counted.add(workers)
+            _receives_counted.append(workers)
             patching.on_undo(_receives_counted.clear)
         # A DataLoader loop shows torch training (backward passes, optimizer steps) to the hooks.
         tracker.shows_training = lambda source: isinstance(source, (base, iterators.LoaderIterator))
@@ -168,7 +168,7 @@ def _loader_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
 _RECEIVES_ATTR = "_gpuwhy_receives"
 """On a DataLoader iterator with workers: the results it received from its queue since its
 pull's readiness check (`_counting_receives`)."""
-_receives_counted: set[type] = set()  # the iterator class whose `_get_data` counts them
+_receives_counted: list[type] = []  # the iterator class whose `_get_data` counts them
 
 
 def _worker_batch_ready(iterator: Any) -> bool:
@@ -176,7 +176,7 @@ def _worker_batch_ready(iterator: Any) -> bool:
     out of order and kept, or waiting in the result queue (torch's own bookkeeping; a change
     of it raises, and the pull is then timed whole). A result queued may be another batch, or
     a worker's end of data: `_one_receive` tells after the pull."""
-    counted = isinstance(iterator, tuple(_receives_counted))
+    counted = bool(_receives_counted) and isinstance(iterator, _receives_counted[0])
     if counted:
         setattr(iterator, _RECEIVES_ATTR, 0)
     info = iterator._task_info.get(iterator._rcvd_idx)
