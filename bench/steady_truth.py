@@ -2,8 +2,9 @@
 
 Each member is one run of tests/scenarios/scripts/steady_sweep.py: a training loop (Keras `fit`,
 a `GradientTape` loop, a PyTorch loop, a JAX loop whose step is dispatched asynchronously) over an
-input pipeline of a given kind and delay per batch (serial, prefetched, parallel, a generator,
-DataLoader workers), trained in alternated rounds as
+input pipeline of a given kind and delay per batch (serial, prefetched, parallel, a Python or a
+native op, a generator, DataLoader without workers or with two or four, workers that compute),
+at a short step and a long one, trained in alternated rounds as
 built, with its input made free, and as built under gpuwhy's hooks. Truth comes from the job's
 own clock over its steady steps; gpuwhy's figures from its analysis of every span of the hooked
 run. Targets (the issue's): data-wait share within 0.05, `phase_speedup` within 15 %.
@@ -40,15 +41,16 @@ SPEEDUP_TOLERANCE = 0.15
 @dataclass(frozen=True)
 class Member:
     loop: str  # fit, tape, torch, jax
-    input: str  # map, prefetch, parallel, generator, numpy, loader0, loader2
+    input: str  # a kind steady_sweep.py takes: map, prefetch, native, loader0, burn2, ...
     delay_ms: float
     what: str
     width: int = 512  # hidden units: the compute
     python312: bool = False  # run by Python 3.12 (a plain generator's reads are timed there)
+    tag: str = ""  # tells apart members of one loop, input and delay (a wider model)
 
     @property
     def name(self) -> str:
-        return f"{self.loop}-{self.input}-{self.delay_ms:g}"
+        return f"{self.loop}-{self.input}-{self.delay_ms:g}" + (f"-{self.tag}" if self.tag else "")
 
 
 FAMILY = (
@@ -56,21 +58,28 @@ FAMILY = (
     Member("fit", "map", 3, "Keras `fit`, a short serial map"),
     Member("fit", "prefetch", 10, "Keras `fit`, the map with `prefetch(1)`"),
     Member("fit", "parallel", 10, "Keras `fit`, two map calls in flight, `prefetch(2)`"),
+    Member("fit", "native", 10, "Keras `fit`, a serial native sleep (no Python in the input)"),
     Member("fit", "generator", 10, "Keras `fit` over `from_generator`"),
     Member("tape", "map", 10, "`GradientTape` loop, a serial map"),
     Member("tape", "map", 3, "`GradientTape` loop, a short serial map"),
     Member("tape", "generator", 10, "`GradientTape` loop over `from_generator`"),
     Member("tape", "prefetch", 10, "`GradientTape` loop, the map with `prefetch(1)`"),
+    Member("tape", "parallel", 10, "`GradientTape` loop, two map calls in flight, `prefetch(2)`"),
+    Member("tape", "native", 10, "`GradientTape` loop, a serial native sleep"),
+    Member("tape", "map", 20, "`GradientTape` loop, a serial map, a long step", 2048, tag="long"),
     Member("torch", "loader0", 10, "PyTorch, `DataLoader(num_workers=0)`"),
     Member("torch", "loader0", 3, "PyTorch, a short `num_workers=0` load"),
     Member("torch", "loader2", 10, "PyTorch, two persistent workers"),
-    # A 6-7 ms step dispatched while the loop reads: reads shorter than it are hidden.
-    Member(
-        "jax", "generator", 5, "JAX loop over a generator, reads hidden by a 6 ms step", 2048, True
-    ),
-    Member("jax", "generator", 20, "JAX loop over a generator, a 6 ms step", 2048, True),
-    Member("jax", "numpy", 5, "JAX loop over `as_numpy_iterator()`, reads hidden", 2048),
-    Member("jax", "numpy", 20, "JAX loop over `as_numpy_iterator()`, a 6 ms step", 2048),
+    Member("torch", "loader4", 40, "PyTorch, four persistent workers"),
+    Member("torch", "loader0", 20, "PyTorch, `num_workers=0`, a long step", 2048, tag="long"),
+    # The only input that computes: its workers and the step share the two cores.
+    Member("torch", "burn2", 30, "PyTorch, two workers whose batches compute (a decode)"),
+    # The step is dispatched while the loop reads: reads shorter than it are hidden (5 ms
+    # beside the 6-7 ms step of 2026-11-27's machine; the `step (fast)` column says which held).
+    Member("jax", "generator", 5, "JAX loop over a generator, short reads", 2048, True),
+    Member("jax", "generator", 20, "JAX loop over a generator, long reads", 2048, True),
+    Member("jax", "numpy", 5, "JAX loop over `as_numpy_iterator()`, short reads", 2048),
+    Member("jax", "numpy", 20, "JAX loop over `as_numpy_iterator()`, long reads", 2048),
 )
 BY_NAME = {member.name: member for member in FAMILY}
 

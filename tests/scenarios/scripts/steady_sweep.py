@@ -6,7 +6,7 @@
 LOOP: `fit` (Keras on TensorFlow), `tape` (a `GradientTape` loop in a `tf.function`), `torch`
 (a PyTorch loop) or `jax` (a `jax.jit` train step, dispatched asynchronously: the loop reads its
 next batch while the step computes). INPUT says how each batch is made, taking D ms (a fixed
-sleep: slow storage, no CPU, so the truth does not hinge on CPU contention):
+sleep: slow storage, no CPU, so the truth does not hinge on CPU contention; but `burn2`):
 
 - `map`: a `tf.data` map, one batch at a time, nothing ahead (serial);
 - `prefetch`: the same map with `prefetch(1)`: the next batch is made while the step computes;
@@ -14,8 +14,12 @@ sleep: slow storage, no CPU, so the truth does not hinge on CPU contention):
 - `generator`: `tf.data.Dataset.from_generator` over a Python generator (jax: the Python
   generator itself, which gpuwhy times from Python 3.12 on);
 - `numpy` (jax): the serial map read through `as_numpy_iterator()`, as Flax examples do;
-- `loader0` / `loader2` (torch): a `DataLoader` over a slow `__getitem__`, in the loop's process
-  or in two persistent worker processes.
+- `native`: the serial pipeline slowed by tf.data's own C++ sleep (no Python in the input, no
+  interpreter lock: the native-op twin of `map`, whose delay is a `numpy_function`);
+- `loader0` / `loader2` / `loader4` (torch): a `DataLoader` over a slow `__getitem__`, in the
+  loop's process or in two or four persistent worker processes;
+- `burn2` (torch): two persistent workers whose every batch *computes* for D ms (a decode): the
+  input competes for the cores the step computes on, unlike every other kind, which sleeps.
 
 In each of R rounds the job trains three times, alternating (the machine's load drifts
 slowly; a round's runs share it): *slow*, the input as built; *fast*, the input made free (the
@@ -54,7 +58,18 @@ def main() -> None:
     parser.add_argument("loop", choices=("fit", "tape", "torch", "jax"))
     parser.add_argument(
         "input",
-        choices=("map", "prefetch", "parallel", "generator", "numpy", "loader0", "loader2"),
+        choices=(
+            "map",
+            "prefetch",
+            "parallel",
+            "native",
+            "generator",
+            "numpy",
+            "loader0",
+            "loader2",
+            "loader4",
+            "burn2",
+        ),
     )
     parser.add_argument("--delay-ms", type=float, default=10.0)
     parser.add_argument("--width", type=int, default=512, help="hidden units: the compute")
@@ -285,6 +300,12 @@ def _tf_input(tf: object, kind: str, x: object, y: object, delay: float, steps: 
                 tf.TensorSpec((BATCH,), tf.int64),  # type: ignore[attr-defined]
             ),
         )
+    elif kind == "native":
+        from tensorflow.python.data.experimental.ops import testing
+
+        dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().take(steps)  # type: ignore[attr-defined]
+        if delay:
+            dataset = dataset.apply(testing.sleep(int(delay * 1e6)))
     else:
         base = tf.data.Dataset.from_tensor_slices((x, y)).repeat().take(steps)  # type: ignore[attr-defined]
         calls = 2 if kind == "parallel" else None
@@ -377,11 +398,15 @@ def _torch(args: argparse.Namespace) -> Callable[..., float]:
             return int(args.steps)
 
         def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-            if self.delay:
+            if self.delay and args.input == "burn2":
+                until = time.perf_counter() + self.delay
+                while time.perf_counter() < until:  # a decode: CPU, not storage
+                    pass
+            elif self.delay:
                 time.sleep(self.delay)
             return x[index % BATCHES], y[index % BATCHES]
 
-    workers = 2 if args.input == "loader2" else 0
+    workers = {"loader2": 2, "loader4": 4, "burn2": 2}.get(args.input, 0)
     loaders = {
         fast: DataLoader(
             Batches(0.0 if fast else args.delay_ms / 1000),
