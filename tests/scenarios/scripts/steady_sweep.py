@@ -6,7 +6,7 @@
 LOOP: `fit` (Keras on TensorFlow), `tape` (a `GradientTape` loop in a `tf.function`), `torch`
 (a PyTorch loop) or `jax` (a `jax.jit` train step, dispatched asynchronously: the loop reads its
 next batch while the step computes). INPUT says how each batch is made, taking D ms (a fixed
-sleep: slow storage, no CPU, so the truth does not hinge on CPU contention; but `burn2`):
+sleep, slow storage, no CPU: the truth does not hinge on CPU contention; all but `burn2`):
 
 - `map`: a `tf.data` map, one batch at a time, nothing ahead (serial);
 - `prefetch`: the same map with `prefetch(1)`: the next batch is made while the step computes;
@@ -300,18 +300,18 @@ def _tf_input(tf: object, kind: str, x: object, y: object, delay: float, steps: 
                 tf.TensorSpec((BATCH,), tf.int64),  # type: ignore[attr-defined]
             ),
         )
-    elif kind == "native":
-        from tensorflow.python.data.experimental.ops import testing
-
-        dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().take(steps)  # type: ignore[attr-defined]
-        if delay:
-            dataset = dataset.apply(testing.sleep(int(delay * 1e6)))
     else:
-        base = tf.data.Dataset.from_tensor_slices((x, y)).repeat().take(steps)  # type: ignore[attr-defined]
-        calls = 2 if kind == "parallel" else None
-        dataset = base.map(load, num_parallel_calls=calls)
-        if kind in ("prefetch", "parallel"):
-            dataset = dataset.prefetch(2 if kind == "parallel" else 1)
+        dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().take(steps)  # type: ignore[attr-defined]
+        if kind == "native":
+            from tensorflow.python.data.experimental.ops import testing
+
+            if delay:
+                dataset = dataset.apply(testing.sleep(int(delay * 1e6)))
+        else:
+            calls = 2 if kind == "parallel" else None
+            dataset = dataset.map(load, num_parallel_calls=calls)
+            if kind in ("prefetch", "parallel"):
+                dataset = dataset.prefetch(2 if kind == "parallel" else 1)
     # Autotuning off: each setting does what it says (with it on, tf.data may add a buffer).
     options = tf.data.Options()  # type: ignore[attr-defined]
     options.autotune.enabled = False
