@@ -44,6 +44,10 @@ pipeline's parallel stages (hooks/input_pipelines.py)."""
 GC_EVENT = "gc"
 """A full garbage collection in a job's process: start, `duration_ns`, `pid` (gc_pauses.py)."""
 
+CORE_WAIT_EVENT = "core_wait"
+"""A job process's main thread: its cumulative `run_ns` and `queued_ns` (time waiting for a core)
+from Linux's scheduler statistics, and `pid` (hooks/core_waits.py)."""
+
 COPY_EVENT = "pageable_copy"
 """A phase's host-to-device copies from pageable memory, summed over a few seconds: `phase`,
 `count`, `ns` (the host's time blocked in them), `bytes`, `pid` (hooks/attribution.py)."""

@@ -12,6 +12,11 @@ each CPU-bound read varies with how the intra-op threads slept through it (docs/
 "Known shortfalls"), by 2.4-5.5 ms a step over one day's runs, and more on a loaded machine
 (gpuwhy 0.51-0.57 against a free batch's 0.74-0.76), a cost no stamp of the input sees; the
 input made free is held to its truth in tests/scenarios/test_steady_truth.py.
+
+Workers whose batches burn CPU beside a step computed on one thread take the step's cores: the
+steps hardly wait, yet free batches make them much faster. INPUT_BOUND counts the step's thread's
+waits for a core that the workers caused (hooks/core_waits.py), and its `phase_speedup` is held
+to that truth, alternated.
 """
 
 from __future__ import annotations
@@ -60,15 +65,16 @@ def _own(out: str) -> dict[str, Any]:
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def _step_s(workers: str, cwd: Path) -> float:
-    return float(_own(_run([sys.executable, str(JOB), "--workers", workers], cwd))["step_s"])
+def _step_s(workers: str, cwd: Path, *flags: str) -> float:
+    job = [sys.executable, str(JOB), "--workers", workers, *flags]
+    return float(_own(_run(job, cwd))["step_s"])
 
 
-def _finding(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def _finding(tmp_path: Path, *flags: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """INPUT_BOUND of the job run under gpuwhy, and the job's own figures in that run."""
     report = tmp_path / "r.json"
     out = _run([sys.executable, "-m", "gpuwhy", "run", "--quiet", "--json", str(report), "--",
-                sys.executable, str(JOB), "--workers", "0"], tmp_path)  # fmt: skip
+                sys.executable, str(JOB), *(flags or ("--workers", "0"))], tmp_path)  # fmt: skip
     found = [f for f in json.loads(report.read_text())["findings"] if f["code"] == "INPUT_BOUND"]
     assert len(found) == 1, found
     return dict(found[0]), _own(out)
@@ -110,3 +116,44 @@ def test_input_bound_on_busy_cores_bounds_parallel_loading_and_puts_a_cheaper_ba
             steps[workers].append(_step_s(workers, tmp_path))
     slow, parallel = (statistics.median(steps[workers]) for workers in VARIANTS)
     assert slow / parallel <= ceiling * (1 + TOLERANCE), (ceiling, steps)
+
+
+# Two workers whose batches each burn 30 ms of CPU beside a step computed on one thread: a
+# batch is often queued at the request, yet the workers take the cores the step runs on, and
+# free batches make the steps 1.9-2.5x faster (2026-11-30; steady_truth.py's `torch-burn2-30`:
+# 2.17x where the waits alone read 1.03x). INPUT_BOUND counts the step's thread's waits for a
+# core that the workers caused (hooks/core_waits.py): 1.62-1.68x, where the waits alone said
+# 1.23-1.27x. It is held to that: the cores counted, an estimate that gains on the waits alone
+# by more than the speed-up target and never promises more than the fix gives. The 15 % target
+# is not met: pulls taken for hand-overs of queued batches took ~4.7 ms a step more than with
+# free batches (busy workers hand them over late), which gpuwhy does not count
+# (docs/data-wait.md, "Workers that take the cores").
+CONTENDED = ("--workers", "2", "--compute-threads", "1")
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < CORES,
+    reason="needs two cores to pin the job to",
+)
+@pytest.mark.skipif(
+    not Path(f"/proc/{os.getpid()}/schedstat").exists(), reason="no scheduler statistics"
+)
+def test_workers_that_take_the_step_s_cores_are_counted_and_their_gain_estimated(
+    tmp_path: Path,
+) -> None:
+    finding, _ = _finding(tmp_path, *CONTENDED, "--batch-ms", "30")
+    evidence = finding["evidence"]
+    assert evidence["input"]["workers"] == 2
+    assert evidence["input_core_wait_s"] >= 0.1 * evidence["steady_time_s"], evidence
+    assert "their input's workers take" in finding["title"]
+    assert "Make each batch cheaper" in finding["fix"]
+    estimate = evidence["phase_speedup"]
+    waits_alone = 1 / (1 - evidence["data_wait_fraction"])
+    steps: dict[str, list[float]] = {"30": [], "0": []}
+    for pair in range(PAIRS):
+        for batch_ms in (("30", "0"), ("0", "30"))[pair % 2]:
+            steps[batch_ms].append(_step_s("2", tmp_path, *CONTENDED[2:], "--batch-ms", batch_ms))
+    truth = statistics.median(steps["30"]) / statistics.median(steps["0"])
+    print(f"\nphase_speedup {estimate:.2f} (waits alone {waits_alone:.2f}), truth {truth:.2f}")
+    assert estimate >= waits_alone * (1 + TOLERANCE), (estimate, waits_alone)
+    assert estimate <= truth * (1 + TOLERANCE), (estimate, truth, steps)

@@ -26,7 +26,7 @@ from gpuwhy.analysis.rules.transfer import link_bandwidth_bytes_per_s
 from gpuwhy.analysis.workers import Aligner, Workers
 from gpuwhy.model import NS_PER_S, DeviceInfo, Event, Finding, Severity, SpanKind, sort_findings
 from gpuwhy.redact import command_is_raw, recorded_command
-from gpuwhy.wire import COPY_EVENT, GC_EVENT
+from gpuwhy.wire import COPY_EVENT, CORE_WAIT_EVENT, GC_EVENT
 
 if TYPE_CHECKING:
     from gpuwhy.recording.reader import Recording
@@ -107,6 +107,8 @@ class _EventFacts:
     copies: dict[str, PageableCopies] = field(default_factory=dict)  # phase -> pageable copies
     # pid -> its full garbage collections (hooks/gc_pauses.py), in order
     pauses: dict[int | None, list[Interval]] = field(default_factory=dict)
+    # pid -> its main thread's (t_ns, run_ns, queued_ns) readings (hooks/core_waits.py), in order
+    threads: dict[int | None, list[tuple[int, int, int]]] = field(default_factory=dict)
 
 
 def _event_facts(events: Iterable[Event]) -> _EventFacts:
@@ -129,11 +131,17 @@ def _event_facts(events: Iterable[Event]) -> _EventFacts:
                 facts.copies[key] = PageableCopies(
                     seen.count + count, seen.seconds + ns / 1e9, seen.bytes + size
                 )
+        elif event.kind == CORE_WAIT_EVENT:
+            pid, run, queued = (event.data.get(k) for k in ("pid", "run_ns", "queued_ns"))
+            if isinstance(pid, int) and isinstance(run, int) and isinstance(queued, int):
+                facts.threads.setdefault(pid, []).append((event.t_ns, run, queued))
         elif event.kind == GC_EVENT:
             duration = event.data.get("duration_ns")
             pid = event.data.get("pid")
             if isinstance(duration, int) and duration > 0 and isinstance(pid, int):
                 facts.pauses.setdefault(pid, []).append((event.t_ns, event.t_ns + duration))
+    for readings in facts.threads.values():
+        readings.sort()
     return facts
 
 
@@ -225,7 +233,7 @@ def diagnose(
     windows = _windows(named, start_ns, end_ns)
     if named != marked:  # a phase known only by its steps: its extent is theirs
         aligner.start(windows)
-    phases = collected.stats(start_ns, end_ns, event_facts.pauses)
+    phases = collected.stats(start_ns, end_ns, event_facts.pauses, event_facts.threads)
     started = aligner.result()
     gpu = {name: started[name] for name in windows}  # the phases' order may have changed
     host = host_window_stats(windows, recording)

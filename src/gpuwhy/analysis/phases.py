@@ -43,6 +43,7 @@ from gpuwhy.analysis.spanruns import (
 )
 from gpuwhy.analysis.steady import (
     SteadyState,
+    ThreadTimes,
     input_ends_of,
     lockstep_wait_ns,
     longest_steady_wait_ns,
@@ -51,6 +52,7 @@ from gpuwhy.analysis.steady import (
     steady_state,
     steady_step_windows,
     steady_wait_ns,
+    thread_ns_within,
     watched_steady_ns,
 )
 from gpuwhy.model import NS_PER_S, SpanKind
@@ -112,6 +114,10 @@ class PhaseStats:
     steady_data_wait_s: float = 0.0
     steady_wait_longest_s: float = 0.0  # of steady_data_wait_s: the longest one step waited
     steady_wait_gc_s: float = 0.0  # of steady_data_wait_s: spent in full garbage collections
+    # The stepping process's main thread over the steady steps (hooks/core_waits.py): the time
+    # it ran, and the time it was ready to run but waited for a core. None: not read.
+    steady_thread_run_s: float | None = None
+    steady_core_wait_s: float | None = None
     one_time_s: float = 0.0  # the phase's time outside its steady steps
     warmup_steps: int = 0
     warmup_s: float = 0.0  # of one_time_s: leading steps > 3x the median step
@@ -218,6 +224,7 @@ def _phase_stats(
     entry: _PhaseSpans,
     run_ns: int,
     pauses: Mapping[int | None, Sequence[Interval]],
+    threads: Mapping[int | None, ThreadTimes],
 ) -> PhaseStats:
     extent = union(_extent(entry))
     time_ns = total_ns(extent)
@@ -291,6 +298,11 @@ def _phase_stats(
         else 0
     )
     steady_ns = busiest.time_ns if busiest else 0
+    thread = (
+        thread_ns_within(threads[busiest_pid], busiest.intervals)
+        if busiest is not None and busiest_pid in threads
+        else None
+    )
     processes = _processes(entry, steady, waits, (p50, p95))
     gaps_ns = [step_gaps_ns(entry.steps[pid], waits[pid], extent) for pid in entry.steps]
     gap_ns = sum(gaps_ns) / len(gaps_ns) if gaps_ns else 0.0
@@ -316,6 +328,8 @@ def _phase_stats(
         steady_data_wait_s=steady_wait / NS_PER_S,
         steady_wait_longest_s=longest_ns / NS_PER_S,
         steady_wait_gc_s=paused_ns / NS_PER_S,
+        steady_thread_run_s=None if thread is None else thread[0] / NS_PER_S,
+        steady_core_wait_s=None if thread is None else thread[1] / NS_PER_S,
         one_time_s=max(time_ns - steady_ns, 0) / NS_PER_S if busiest else 0.0,
         warmup_steps=busiest.warmup_steps if busiest else 0,
         warmup_s=busiest.warmup_ns / NS_PER_S if busiest else 0.0,
@@ -422,10 +436,12 @@ class CollectedPhases:
         run_start_ns: int,
         run_end_ns: int,
         pauses: Mapping[int | None, Sequence[Interval]] | None = None,
+        threads: Mapping[int | None, ThreadTimes] | None = None,
     ) -> dict[str, PhaseStats]:
-        """`recording_phase_stats`; `pauses`: each process's full garbage collections."""
+        """`recording_phase_stats`; `pauses`: each process's full garbage collections;
+        `threads`: each process's main-thread readings (hooks/core_waits.py)."""
         return _from_collected(
-            self._named(), self._by_phase, run_start_ns, run_end_ns, pauses or {}
+            self._named(), self._by_phase, run_start_ns, run_end_ns, pauses or {}, threads or {}
         )
 
 
@@ -435,9 +451,12 @@ def _from_collected(
     run_start_ns: int,
     run_end_ns: int,
     pauses: Mapping[int | None, Sequence[Interval]],
+    threads: Mapping[int | None, ThreadTimes],
 ) -> dict[str, PhaseStats]:
     run_ns = max(run_end_ns - run_start_ns, 0)
-    phases = {name: _phase_stats(name, entry, run_ns, pauses) for name, entry in named.items()}
+    phases = {
+        name: _phase_stats(name, entry, run_ns, pauses, threads) for name, entry in named.items()
+    }
     step_starts = [
         runs.ordered().starts
         for entry in by_phase.values()

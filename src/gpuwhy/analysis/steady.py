@@ -335,3 +335,38 @@ def paused_steady_wait_ns(
     full garbage collections: disjoint, one process holds one GIL)."""
     inside = [part for start, end in steady.intervals for part in clip(pauses, start, end)]
     return waited_ns(waits, inside)
+
+
+ThreadTimes = Sequence[tuple[int, int, int]]
+"""A thread's cumulative (t_ns, run_ns, queued_ns) readings, in time order (hooks/core_waits.py)."""
+
+
+def thread_ns_within(
+    readings: ThreadTimes, intervals: Sequence[Interval]
+) -> tuple[int, int] | None:
+    """What the thread ran and waited for a core inside `intervals` (a phase's steady ones):
+    each counter's growth, read linearly between readings; None without two readings around
+    any of them (a stretch outside the readings counts nothing)."""
+    if len(readings) < 2:
+        return None
+    times = [t for t, _, _ in readings]
+    run = queued = 0.0
+    covered = False
+    for start, end in intervals:
+        a, b = max(start, times[0]), min(end, times[-1])
+        if b <= a:
+            continue
+        covered = True
+        run += _counter_at(readings, times, b, 1) - _counter_at(readings, times, a, 1)
+        queued += _counter_at(readings, times, b, 2) - _counter_at(readings, times, a, 2)
+    return (round(run), round(queued)) if covered else None
+
+
+def _counter_at(readings: ThreadTimes, times: Sequence[int], t: int, field: int) -> float:
+    """A counter's value at `t` (within the readings), linear between the two around it."""
+    k = bisect.bisect_left(times, t)
+    if k == 0 or times[k] == t:
+        return readings[k][field]
+    t0, t1 = times[k - 1], times[k]
+    v0, v1 = readings[k - 1][field], readings[k][field]
+    return v0 + (v1 - v0) * (t - t0) / (t1 - t0)

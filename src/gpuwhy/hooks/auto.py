@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuwhy.hooks import (
     backend_window,
+    core_waits,
     emitter,
     framework_hooks,
     gc_pauses,
@@ -178,6 +179,7 @@ def install(environ: Mapping[str, str] = os.environ, *, replacing: object = None
     else:
         sys.meta_path.insert(0, _finder)
     gc_pauses.install()
+    core_waits.install()
     for name in modules:
         module = sys.modules.get(name)
         if module is not None:
@@ -202,5 +204,6 @@ def uninstall() -> None:
     _finder = None
     patching.undo_all()
     gc_pauses.uninstall()
+    core_waits.uninstall()
     generator_pulls.uninstall()
     input_pipelines.forget()

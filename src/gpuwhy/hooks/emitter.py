@@ -43,6 +43,7 @@ Sink = Callable[[Sequence[Any]], None]
 """Takes the records of a delivery: `Span`s and `Event`s; a sink with a true `wire_lines`
 attribute (the socket's) is given each span already as its line (`wire.span_line`)."""
 Poller = Callable[[], list[tuple[int, int]]]
+Sampler = Callable[[int], list[Event]]
 
 _buffer: deque[Any] = deque()
 _accepting = False  # a sink is configured: keep what is emitted
@@ -53,6 +54,7 @@ _wake = threading.Event()
 _lock = threading.Lock()  # one delivery at a time (flusher, flush(), atexit)
 _attributor = attribution.Attributor()
 _pollers: list[Poller] = []
+_sampler: Sampler | None = None  # readings taken at each delivery (core_waits.py)
 _pid = os.getpid()
 _counts = {"emitted": 0, "delivered": 0, "dropped": 0}
 _reported: set[str] = set()
@@ -113,6 +115,14 @@ def add_poller(poller: Poller) -> None:
     """
     if poller not in _pollers:
         _pollers.append(poller)
+
+
+def set_sampler(sampler: Sampler | None) -> None:
+    """Have each delivery call `sampler(now_ns)` and send the Events it returns (None: stop).
+    It runs on the delivering thread, never the training thread's time; a forked child has
+    none."""
+    global _sampler
+    _sampler = sampler
 
 
 def on_exit(hook: Callable[[], None]) -> None:
@@ -218,8 +228,9 @@ def _deliver(*, final: bool, counts: bool = False) -> None:
             report_once("poller", f"data-wait poller failed: {error!r}")
     _counts["emitted"] += len(items)
     records: list[Span | Event]
+    now = time.monotonic_ns()
     try:
-        records = _attributor.feed(items, pulls, time.monotonic_ns(), _pid, counts=counts)
+        records = _attributor.feed(items, pulls, now, _pid, counts=counts)
         if final:
             records.extend(_attributor.finish(_pid))
     except Exception as error:
@@ -227,6 +238,13 @@ def _deliver(*, final: bool, counts: bool = False) -> None:
         report_once("attribution", f"span attribution failed: {error!r}")
         return
     records = [_with_pid(r) if type(r) is Span else r for r in records]
+    sampler = _sampler
+    if sampler is not None and _accepting:
+        try:
+            records.extend(sampler(now))
+        except Exception as error:  # a broken reading must not stop delivery
+            set_sampler(None)
+            report_once("sampler", f"core-wait sampling failed: {error!r}")
     if not records:
         return
     sink = _sink
@@ -333,6 +351,7 @@ def _after_fork_in_child() -> None:
     _lock = threading.Lock()
     _thread = None
     _pollers.clear()  # in-graph pollers read framework state that does not survive fork
+    set_sampler(None)  # it reads the parent's thread; a worker is not where steps run
     for key in _counts:
         _counts[key] = 0
     parent_sink = _sink

@@ -63,6 +63,8 @@ def _phase(phase: PhaseStats) -> dict[str, Any]:
         "steady_data_wait_s": _num(phase.steady_data_wait_s),
         "steady_wait_longest_s": _num(phase.steady_wait_longest_s),
         "steady_wait_gc_s": _num(phase.steady_wait_gc_s),
+        "steady_thread_run_s": _num(phase.steady_thread_run_s),
+        "steady_core_wait_s": _num(phase.steady_core_wait_s),
         "one_time_s": _num(phase.one_time_s),
         "warmup_steps": phase.warmup_steps,
         "warmup_s": _num(phase.warmup_s),

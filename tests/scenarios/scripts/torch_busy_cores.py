@@ -1,6 +1,7 @@
 """A PyTorch loop whose DataLoader items cost CPU, not time asleep: each batch's decoding burns
 ``--batch-ms`` of the loading thread's CPU beside a step of a few milliseconds, on a machine of
-few cores. ``--workers N`` loads in N persistent worker processes.
+few cores. ``--workers N`` loads in N persistent worker processes; ``--compute-threads 1`` steps
+on one thread, as a device would compute apart from the cores the workers take.
 
 Three epochs of ``--steps`` steps; the first is warm-up. Prints one JSON line: the epochs' wall
 times, the steady step time (the faster of the later epochs, per step), and each epoch's time
@@ -45,7 +46,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--batch-ms", type=float, default=10.0)
     parser.add_argument("--steps", type=int, default=120)
+    parser.add_argument(
+        "--compute-threads", type=int, help="torch's intra-op threads (default: torch's own)"
+    )
     args = parser.parse_args()
+    if args.compute_threads:
+        torch.set_num_threads(args.compute_threads)
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(256, 1024), torch.nn.ReLU(),

@@ -30,7 +30,7 @@ from gpuwhy.analysis import whatif
 from gpuwhy.analysis.context import RunContext
 from gpuwhy.analysis.framework import pick
 from gpuwhy.analysis.rules.common import phase_util, r
-from gpuwhy.analysis.rules.input_bound import HIGH_FRACTION, MODERATE_FRACTION
+from gpuwhy.analysis.rules.input_bound import HIGH_FRACTION, MODERATE_FRACTION, contended_s
 from gpuwhy.analysis.rules.pageable import copy_fraction
 from gpuwhy.analysis.rules.placement import no_kernel_ran
 from gpuwhy.model import Finding, Severity
@@ -115,6 +115,8 @@ def check(ctx: RunContext) -> list[Finding]:
         return []  # the work is not on the GPU at all: NOT_ON_GPU's case
     if wait is not None and wait >= MODERATE_FRACTION:
         return []  # the GPU waits for data: INPUT_BOUND's case
+    if contended_s(ctx, train, ctx.inputs.get(train.name)):
+        return []  # the input's workers take the launching thread's cores: INPUT_BOUND's case
     if copy_fraction(ctx, train.name) >= HIGH_FRACTION:
         return []  # the host blocks in pageable copies: PAGEABLE_COPY's case
     # Every rank counts its own syncs: divide by every rank's steps, not one rank's.

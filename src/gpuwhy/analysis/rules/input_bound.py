@@ -120,25 +120,31 @@ def check(ctx: RunContext) -> list[Finding]:
     steady_run_s = sum(_steady_s(phase) for phase in ctx.named_phases)
     for phase in ctx.named_phases:
         fraction = phase.data_wait_fraction
-        if fraction is None or fraction < MODERATE_FRACTION:
+        if fraction is None:
             continue
-        high = fraction >= HIGH_FRACTION
+        pipeline = ctx.inputs.get(phase.name)
+        steady_s = _steady_s(phase)
         wait_s = _steady_wait_s(phase)
-        run_fraction = wait_s / ctx.duration_s if ctx.duration_s > 0 else 0.0
-        steady_run_fraction = wait_s / steady_run_s if steady_run_s > 0 else 0.0
+        core_s = contended_s(ctx, phase, pipeline)
+        cost_s = wait_s + core_s  # what the input costs the steps: their waits, the cores it took
+        share = max(fraction, cost_s / steady_s) if core_s else fraction
+        if share < MODERATE_FRACTION:
+            continue
+        high = share >= HIGH_FRACTION
+        run_fraction = cost_s / ctx.duration_s if ctx.duration_s > 0 else 0.0
+        steady_run_fraction = cost_s / steady_run_s if steady_run_s > 0 else 0.0
         few_steps = phase.steps < FEWEST_STEADY_STEPS
         if (few_steps or not high) and run_fraction < MODERATE_FRACTION:
             continue
-        if steady_run_fraction < MODERATE_FRACTION or one_stall(phase):
+        if steady_run_fraction < MODERATE_FRACTION or (not core_s and one_stall(phase)):
             continue
-        est = whatif.remove_wait(ctx.duration_s, wait_s, phase.name)
-        steady_s = _steady_s(phase)
+        est = whatif.remove_wait(ctx.duration_s, cost_s, phase.name)
         evidence: dict[str, Any] = {
             "phase": phase.name,
             "data_wait_fraction": r(fraction),
             "data_wait_s": r(wait_s),
             "run_wait_fraction": r(run_fraction),
-            "phase_speedup": whatif.phase_speedup(steady_s, wait_s),
+            "phase_speedup": whatif.phase_speedup(steady_s, cost_s),
             "phase_time_s": r(phase.time_s),
             "steady_time_s": r(steady_s),
             "one_time_s": r(phase.one_time_s),
@@ -153,15 +159,26 @@ def check(ctx: RunContext) -> list[Finding]:
             "threshold_fraction": HIGH_FRACTION if high else MODERATE_FRACTION,
             "reference": REFERENCE,
         }
+        if phase.steady_core_wait_s is not None:
+            evidence["core_wait_s"] = r(phase.steady_core_wait_s)
+        if core_s:
+            evidence["input_core_wait_s"] = r(core_s)
+            evidence["input_cost_fraction"] = r(share)
         fix = pick(ctx.framework, FIXES)
         method = est.method
-        pipeline = ctx.inputs.get(phase.name)
         if pipeline:
             evidence["input"] = dict(pipeline)
             made, fix = input_pipeline.advise(pipeline, FIXES, fix)
             budget = _core_budget(ctx, phase.name, pipeline)
             speedup = evidence["phase_speedup"]
-            if budget is not None and budget.ceiling < speedup:
+            if core_s:  # more workers would take more of the cores: cheaper batches first
+                contended = input_pipeline.CONTENDED.format(share=core_s / steady_s)
+                fix = contended + input_pipeline.CHEAPER
+                method += (
+                    f"; counts {core_s:.2f} s of the steps' thread waiting for a core the "
+                    "input's workers took (their share of the other CPU use)"
+                )
+            elif budget is not None and budget.ceiling < speedup:
                 evidence["cores"] = budget.cores
                 evidence["job_cpu_cores"] = r(budget.busy, 2)
                 evidence["parallel_speedup_at_most"] = r(budget.ceiling)
@@ -178,9 +195,12 @@ def check(ctx: RunContext) -> list[Finding]:
                 code="INPUT_BOUND",
                 severity=Severity.WARNING if high else Severity.INFO,
                 title=(
-                    f"'{phase.name}' steps wait for data {fraction:.0%} of the time "
-                    f"({'highly' if high else 'moderately'} input-bound)"
-                ),
+                    f"'{phase.name}' steps wait for data, or for the cores their input's "
+                    f"workers take, {share:.0%} of the time "
+                    if core_s
+                    else f"'{phase.name}' steps wait for data {fraction:.0%} of the time "
+                )
+                + f"({'highly' if high else 'moderately'} input-bound)",
                 evidence=evidence,
                 fix=fix,
                 speedup=est.speedup,
@@ -188,6 +208,25 @@ def check(ctx: RunContext) -> list[Finding]:
             )
         )
     return findings
+
+
+def contended_s(ctx: RunContext, phase: PhaseStats, pipeline: Any) -> float:
+    """The steady steps' time waiting for a core that the input's worker processes took
+    (input_pipeline.input_core_wait_s), where it reaches the moderate band of the steady time;
+    else 0."""
+    host = ctx.host.get(phase.name)
+    steady_s = _steady_s(phase)
+    if not pipeline or host is None or host.samples < input_pipeline.MIN_HOST_SAMPLES:
+        return 0.0
+    core_s = input_pipeline.input_core_wait_s(
+        pipeline,
+        steady_s,
+        phase.steady_core_wait_s,
+        phase.steady_thread_run_s,
+        host.job_cpu_mean_pct,
+        host.cpu_system_mean_pct,
+    )
+    return core_s if core_s >= MODERATE_FRACTION * steady_s else 0.0
 
 
 def _core_budget(ctx: RunContext, phase: str, pipeline: Any) -> input_pipeline.CoreBudget | None:

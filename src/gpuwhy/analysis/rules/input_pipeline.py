@@ -121,6 +121,53 @@ def core_budget(
     return CoreBudget(cores=cores, busy=job_cpu_pct / 100)
 
 
+CONTENDED = (
+    "Its worker processes take the cores the step runs on: the thread that runs the steps "
+    "waited for a core {share:.0%} of the time. "
+)
+
+
+def in_worker_processes(pipeline: Mapping[str, Any]) -> bool:
+    """Whether the batches are made in processes of their own (DataLoader workers, a
+    multiprocessing PyDataset): CPU the job uses beyond its stepping thread is theirs to give
+    back, where a thread of the training process may be the step's own compute."""
+    source = pipeline.get("source")
+    if source == "DataLoader":
+        workers = pipeline.get("workers")
+        return isinstance(workers, int) and workers > 0
+    return source == "PyDataset" and bool(pipeline.get("multiprocessing"))
+
+
+def input_core_wait_s(
+    pipeline: Mapping[str, Any],
+    steady_s: float,
+    core_wait_s: float | None,
+    thread_run_s: float | None,
+    job_cpu_pct: float | None,
+    system_cpu_pct: float | None,
+) -> float:
+    """Of the time the stepping thread waited for a core over the steady steps (`core_wait_s`,
+    hooks/core_waits.py), the part the input's worker processes caused: in proportion to the
+    CPU the job used beyond that thread (`job_cpu_pct`, 100 = one core, less the thread's own
+    run time) against all other use of the cores the job may use (the system's share of them,
+    `system_cpu_pct`, counted over those cores). 0 where a figure is missing or the batches are
+    made in the training process."""
+    if not in_worker_processes(pipeline) or steady_s <= 0:
+        return 0.0
+    cores = pipeline.get("cores")
+    known = (core_wait_s, thread_run_s, job_cpu_pct, system_cpu_pct)
+    if not isinstance(cores, int) or cores < 1 or any(v is None for v in known):
+        return 0.0
+    assert core_wait_s is not None and thread_run_s is not None
+    assert job_cpu_pct is not None and system_cpu_pct is not None
+    job = job_cpu_pct / 100
+    others_in_job = max(job - thread_run_s / steady_s, 0.0)
+    outside = max(system_cpu_pct / 100 * cores - job, 0.0)
+    if others_in_job <= 0:
+        return 0.0
+    return core_wait_s * others_in_job / (others_in_job + outside)
+
+
 def within_cores(
     pipeline: Mapping[str, Any], phase: str, budget: CoreBudget, speedup: float, fix: str
 ) -> str:
