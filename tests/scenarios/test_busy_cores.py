@@ -124,9 +124,9 @@ def test_input_bound_on_busy_cores_bounds_parallel_loading_and_puts_a_cheaper_ba
 # 2.17x where the waits alone read 1.03x). INPUT_BOUND counts the step's thread's waits for a
 # core that the workers caused (hooks/core_waits.py): 1.62-1.68x, where the waits alone said
 # 1.23-1.27x. It is held to that: the cores counted, an estimate that gains on the waits alone
-# by more than the speed-up target and never promises more than the fix gives. The 15 % target
-# is not met: pulls taken for hand-overs of queued batches took ~4.7 ms a step more than with
-# free batches (busy workers hand them over late), which gpuwhy does not count
+# by more than the speed-up target and at most the target above the truth. The 15 % target is
+# not met: 4.7 ms a step is neither the thread's run, its wait for a core nor a timed wait, and
+# the loop's own clock puts it in pulls gpuwhy takes for hand-overs of queued batches
 # (docs/data-wait.md, "Workers that take the cores").
 CONTENDED = ("--workers", "2", "--compute-threads", "1")
 
