@@ -357,16 +357,17 @@ def thread_ns_within(
         if b <= a:
             continue
         covered = True
-        run += _counter_at(readings, times, b, 1) - _counter_at(readings, times, a, 1)
-        queued += _counter_at(readings, times, b, 2) - _counter_at(readings, times, a, 2)
+        (run_a, queued_a), (run_b, queued_b) = (_counters_at(readings, times, t) for t in (a, b))
+        run += run_b - run_a
+        queued += queued_b - queued_a
     return (round(run), round(queued)) if covered else None
 
 
-def _counter_at(readings: ThreadTimes, times: Sequence[int], t: int, field: int) -> float:
-    """A counter's value at `t` (within the readings), linear between the two around it."""
+def _counters_at(readings: ThreadTimes, times: Sequence[int], t: int) -> tuple[float, float]:
+    """The (run, queued) counters at `t` (within the readings), linear between the two around it."""
     k = bisect.bisect_left(times, t)
     if k == 0 or times[k] == t:
-        return readings[k][field]
-    t0, t1 = times[k - 1], times[k]
-    v0, v1 = readings[k - 1][field], readings[k][field]
-    return v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+        return readings[k][1], readings[k][2]
+    (t0, run0, queued0), (t1, run1, queued1) = readings[k - 1], readings[k]
+    part = (t - t0) / (t1 - t0)
+    return run0 + (run1 - run0) * part, queued0 + (queued1 - queued0) * part

@@ -35,7 +35,7 @@ class _Sampler:
         self.broken = False
         self.last_ns = 0  # the last reading's time
         self.last: tuple[int, int] | None = None  # its (run_ns, queued_ns)
-        self.sent = True  # whether it was sent
+        self.sent_ns = 0  # the time of the last reading sent
 
     def __call__(self, now_ns: int) -> list[Event]:
         if self.broken or now_ns - self.last_ns < INTERVAL_NS:
@@ -48,10 +48,10 @@ class _Sampler:
             return []
         events = []
         if (run, queued) != self.last:
-            if not self.sent and self.last is not None:
+            if self.last is not None and self.sent_ns != self.last_ns:  # a flat stretch ends
                 events.append(_event(self.last_ns, *self.last))
             events.append(_event(now_ns, run, queued))
-        self.sent = bool(events)
+            self.sent_ns = now_ns
         self.last_ns, self.last = now_ns, (run, queued)
         return events
 

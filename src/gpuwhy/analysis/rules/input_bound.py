@@ -215,17 +215,14 @@ def contended_s(ctx: RunContext, phase: PhaseStats, pipeline: Any) -> float:
     (input_pipeline.input_core_wait_s), where it reaches the moderate band of the steady time;
     else 0."""
     host = ctx.host.get(phase.name)
-    steady_s = _steady_s(phase)
-    if not pipeline or host is None or host.samples < input_pipeline.MIN_HOST_SAMPLES:
+    core, ran = phase.steady_core_wait_s, phase.steady_thread_run_s
+    if not pipeline or core is None or ran is None or host is None:
+        return 0.0  # not read: not Linux, no hooks, no host sampler
+    job, system = host.job_cpu_mean_pct, host.cpu_system_mean_pct
+    if job is None or system is None or host.samples < input_pipeline.MIN_HOST_SAMPLES:
         return 0.0
-    core_s = input_pipeline.input_core_wait_s(
-        pipeline,
-        steady_s,
-        phase.steady_core_wait_s,
-        phase.steady_thread_run_s,
-        host.job_cpu_mean_pct,
-        host.cpu_system_mean_pct,
-    )
+    steady_s = _steady_s(phase)
+    core_s = input_pipeline.input_core_wait_s(pipeline, steady_s, core, ran, job, system)
     return core_s if core_s >= MODERATE_FRACTION * steady_s else 0.0
 
 

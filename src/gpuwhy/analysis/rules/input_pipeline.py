@@ -141,25 +141,22 @@ def in_worker_processes(pipeline: Mapping[str, Any]) -> bool:
 def input_core_wait_s(
     pipeline: Mapping[str, Any],
     steady_s: float,
-    core_wait_s: float | None,
-    thread_run_s: float | None,
-    job_cpu_pct: float | None,
-    system_cpu_pct: float | None,
+    core_wait_s: float,
+    thread_run_s: float,
+    job_cpu_pct: float,
+    system_cpu_pct: float,
 ) -> float:
     """Of the time the stepping thread waited for a core over the steady steps (`core_wait_s`,
     hooks/core_waits.py), the part the input's worker processes caused: in proportion to the
     CPU the job used beyond that thread (`job_cpu_pct`, 100 = one core, less the thread's own
     run time) against all other use of the cores the job may use (the system's share of them,
-    `system_cpu_pct`, counted over those cores). 0 where a figure is missing or the batches are
-    made in the training process."""
+    `system_cpu_pct`, counted over those cores). 0 where the cores are unknown or the batches
+    are made in the training process."""
+    cores = pipeline.get("cores")
     if not in_worker_processes(pipeline) or steady_s <= 0:
         return 0.0
-    cores = pipeline.get("cores")
-    known = (core_wait_s, thread_run_s, job_cpu_pct, system_cpu_pct)
-    if not isinstance(cores, int) or cores < 1 or any(v is None for v in known):
+    if not isinstance(cores, int) or cores < 1:
         return 0.0
-    assert core_wait_s is not None and thread_run_s is not None
-    assert job_cpu_pct is not None and system_cpu_pct is not None
     job = job_cpu_pct / 100
     others_in_job = max(job - thread_run_s / steady_s, 0.0)
     outside = max(system_cpu_pct / 100 * cores - job, 0.0)
