@@ -23,6 +23,7 @@ from gpuwhy.hooks.attribution import (
     SRC_HOST,
     STEP,
     Attributor,
+    held_bits,
 )
 from gpuwhy.model import Event, Span, SpanKind
 
@@ -86,6 +87,18 @@ def test_a_pull_of_a_batch_already_made_is_a_hand_over_not_a_wait() -> None:
     ]
     out = Attributor().feed(items, [], ms(20), PID)
     assert waits(out) == [(3, 3, 0, 1), (10, 18, 1, 1)]
+
+
+def test_a_hand_over_that_waited_on_its_busy_worker_counts_that_wait() -> None:
+    # The batch was queued, but its worker, computing the next one, answered 2 ms late: that
+    # part of the 3 ms pull is a wait (a cheaper batch gives it back), placed at its end.
+    items = [
+        (PULL, 1, ms(0), ms(3), CHECKED | READY_AT_REQUEST | held_bits(ms(2))),
+        step(0, 0, 10, 1, None, SRC_HOST),
+    ]
+    out = Attributor().feed(items, [], ms(10), PID)
+    assert waits(out) == [(1, 3, 0, 1)]
+    assert steps_of(out) == [(0, 10, 0, 1)]  # the step still begins at the request
 
 
 def test_a_pull_that_found_the_data_ended_is_a_wait_of_no_step() -> None:

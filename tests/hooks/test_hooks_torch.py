@@ -175,6 +175,53 @@ def test_a_batch_the_workers_already_queued_is_handed_over_not_waited_for(
     assert waits[0].end_ns - waits[0].start_ns > 50_000_000  # the first waited for its batch
 
 
+class AlternatingData(torch.utils.data.Dataset):  # type: ignore[misc]
+    """8 samples: the even ones free, each odd one `cost` 0.2 s: "burn" it in Python (holding
+    the worker's interpreter lock), or "sleep" it."""
+
+    def __init__(self, cost: str) -> None:
+        self.cost = cost
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> Any:
+        if i % 2:
+            if self.cost == "burn":
+                end = time.thread_time() + 0.2
+                while time.thread_time() < end:
+                    sum(range(1000))
+            else:
+                time.sleep(0.2)
+        return torch.full((4,), float(i))
+
+
+@pytest.mark.parametrize("cost", ["burn", "sleep"])
+def test_a_hand_over_counts_its_wait_only_while_the_worker_computed(
+    hooks: Collected, cost: str
+) -> None:
+    # One worker, two batches ahead: each even batch is taken once queued, while the worker
+    # makes the odd one after it. Its hand-over needs threads of the worker, which must take
+    # the worker's interpreter lock: held by a burning batch (a wait the loop is owed back by a
+    # cheaper batch), free during a sleeping one (then nothing is counted).
+    loader = torch.utils.data.DataLoader(
+        AlternatingData(cost), batch_size=None, num_workers=1, multiprocessing_context="fork"
+    )
+    batches = iter(loader)
+    for _ in range(8):
+        while batches._data_queue.empty():  # the loop asks only for a batch already made
+            time.sleep(0.001)
+        next(batches)
+    with pytest.raises(StopIteration):
+        next(batches)
+    waits = [w.end_ns - w.start_ns for w in step_waits(hooks.spans(SpanKind.WAIT, "train"))]
+    assert len(waits) == 8
+    if cost == "burn":  # a lock held for 5 ms (the interpreter's switch interval) at a time
+        assert sum(waits[2::2]) > 5_000_000, waits  # (the first hand-over is the quickest yet)
+    else:  # (a pull that ends while the worker makes a free sample counts what it waited)
+        assert sum(waits[1:]) < 2_000_000, waits
+
+
 def evaluate(net: Any, loader: Any) -> float:
     """An evaluation loop as the PyTorch MNIST example writes it: no backward, no step."""
     total = 0.0

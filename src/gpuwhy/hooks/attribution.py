@@ -68,7 +68,15 @@ CHECKED = 1  # the busy checks were made (the other bits say what they found)
 BUSY_AT_REQUEST = 2  # the device was still running the previous execution at the request
 BUSY_AT_DELIVERY = 4  # ... and still at the delivery: the pull hid behind compute entirely
 READY_AT_REQUEST = 8  # the batch was already made when asked for (a worker's queue held it):
-# the pull only handed it over, a cost the input made free still pays, not a wait
+# the pull only handed it over, a cost the input made free still pays, not a wait, but for
+# the time it waited on a worker that was computing (`held_bits`, hooks/worker_handover.py)
+_HELD_SHIFT = 8
+
+
+def held_bits(held_ns: int) -> int:
+    """Busy bits that carry, above the flags, how long a hand-over waited on its worker."""
+    return max(0, held_ns) << _HELD_SHIFT
+
 
 HOLD_NS = 2_000_000_000
 """How long a step waits for late facts before it is resolved without them."""
@@ -297,9 +305,11 @@ class Attributor:
         ends: list[int] | None = None,
     ) -> int | None:
         request, delivered = pulls[0]
-        if busy & (BUSY_AT_DELIVERY | READY_AT_REQUEST):
-            request = delivered  # the device never idled, or the batch was there already
-        elif busy & BUSY_AT_REQUEST:  # it finished during the pull: at its stamp, or later
+        if busy & BUSY_AT_DELIVERY:
+            request = delivered  # the device never idled
+        elif busy & READY_AT_REQUEST:  # the batch was there: only its worker's answer waited
+            request = max(request, delivered - (busy >> _HELD_SHIFT))
+        if busy & BUSY_AT_REQUEST:  # it finished during the pull: at its stamp, or later
             request = max(request, min(prev_done_ns or delivered, delivered))
         elif not busy & CHECKED and prev_done_ns is not None:
             request = max(request, prev_done_ns)

@@ -24,6 +24,7 @@ from gpuwhy.hooks import (
     sync_counting,
     tfdata_wait,
     tracker,
+    worker_handover,
 )
 
 _window: profile_window.TorchWindow | None = None  # `gpuwhy run --profile`: set by install_torch
@@ -101,7 +102,10 @@ def install_torch() -> None:
                 if not getattr(self, "_num_workers", 0):
                     return iterators.timed_next(original, self)
                 return iterators.timed_next(
-                    original, self, ready=_worker_batch_ready, handed_over=_one_receive
+                    original,
+                    self,
+                    ready=worker_handover.batch_ready,
+                    handed_over=worker_handover.handover_wait,
                 )
 
             return __next__
@@ -111,10 +115,8 @@ def install_torch() -> None:
         workers = getattr(dataloader, "_MultiProcessingDataLoaderIter", None)
         if workers is not None and "__del__" in vars(workers):
             patching.patch(workers, "__del__", _timed_teardown)
-        if workers is not None and "_get_data" in vars(workers):
-            patching.patch(workers, "_get_data", _counting_receives)
-            _receives_counted.append(workers)
-            patching.on_undo(_receives_counted.clear)
+        if workers is not None:
+            worker_handover.install(workers)
         # A DataLoader loop shows torch training (backward passes, optimizer steps) to the hooks.
         tracker.shows_training = lambda source: isinstance(source, (base, iterators.LoaderIterator))
         patching.on_undo(lambda: setattr(tracker, "shows_training", None))
@@ -163,47 +165,6 @@ def _loader_iter(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return inner
 
     return __iter__
-
-
-_RECEIVES_ATTR = "_gpuwhy_receives"
-"""On a DataLoader iterator with workers: the results it received from its queue since its
-pull's readiness check (`_counting_receives`)."""
-_receives_counted: list[type] = []  # the iterator class whose `_get_data` counts them
-
-
-def _worker_batch_ready(iterator: Any) -> bool:
-    """Whether a DataLoader's workers already made the batch its next pull returns: received
-    out of order and kept, or waiting in the result queue (torch's own bookkeeping; a change
-    of it raises, and the pull is then timed whole). A result queued may be another batch, or
-    a worker's end of data: `_one_receive` tells after the pull."""
-    counted = bool(_receives_counted) and isinstance(iterator, _receives_counted[0])
-    if counted:
-        setattr(iterator, _RECEIVES_ATTR, 0)
-    info = iterator._task_info.get(iterator._rcvd_idx)
-    if info is not None and len(info) == 2:  # (worker, data): kept from an earlier receive
-        return True
-    # Uncounted receives (torch's layout changed): whether a queued result is this batch is
-    # unknown, and the pull is timed whole.
-    return counted and not iterator._data_queue.empty()
-
-
-def _one_receive(iterator: Any) -> bool:
-    """After a pull found a result queued: whether it received no more than that one (else it
-    waited for a batch the queue did not hold yet: an IterableDataset's shorter shard ending,
-    a slower worker's batch)."""
-    return int(getattr(iterator, _RECEIVES_ATTR)) <= 1
-
-
-def _counting_receives(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """`_MultiProcessingDataLoaderIter._get_data` (one result from the workers' queue: a batch
-    or a worker's end of data) that counts its calls on the iterator."""
-
-    @functools.wraps(original)
-    def _get_data(self: Any) -> Any:
-        setattr(self, _RECEIVES_ATTR, getattr(self, _RECEIVES_ATTR, 0) + 1)
-        return original(self)
-
-    return _get_data
 
 
 def _stamping(

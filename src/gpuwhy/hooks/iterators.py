@@ -11,7 +11,13 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from gpuwhy.hooks import emitter, tracker
-from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST, CHECKED, READY_AT_REQUEST
+from gpuwhy.hooks.attribution import (
+    BUSY_AT_DELIVERY,
+    BUSY_AT_REQUEST,
+    CHECKED,
+    READY_AT_REQUEST,
+    held_bits,
+)
 
 T = TypeVar("T")
 
@@ -22,16 +28,17 @@ def timed_next(
     *,
     force: bool = False,
     ready: Callable[[Any], bool] | None = None,
-    handed_over: Callable[[Any], bool] | None = None,
+    handed_over: Callable[[Any, int], int | None] | None = None,
     waited: Callable[[Callable[[], T]], tuple[T, int]] | None = None,
 ) -> T:
     """`next_fn(iterator)`, timed as a pull of `iterator` (StopIteration passes through).
 
     `ready(iterator)`: whether its next item is already made (a worker's queue holds it), asked
-    at the request: such a pull hands a batch over and is no wait.
-    `handed_over(iterator)`: after a pull `ready` said was made, whether it took only that
-    batch; False where it first had to wait for another (a worker's batch out of order, or a
-    worker's end of data): then the pull is timed whole.
+    at the request: such a pull only hands a batch over, and waits only as `handed_over` says.
+    `handed_over(iterator, took_ns)`: after a pull `ready` said was made, how long (ns) of the
+    `took_ns` it took handing that batch over waited on the worker that made it
+    (`worker_handover`); None where it first had to wait for another (a worker's batch out of
+    order, or a worker's end of data): then the pull is timed whole.
     `waited(call)`: `call()` and how long (ns) it waited for input, where only a first part of
     the pull does (a multi-worker pull, whose agreement with the other workers follows): the
     wait is recorded from the request for that long.
@@ -62,8 +69,12 @@ def timed_next(
     st.in_pull = False
     if busy_check is not None:
         busy |= busy_bits(busy_check, BUSY_AT_DELIVERY)
-    if busy & READY_AT_REQUEST and handed_over is not None and not _holds(handed_over, iterator):
-        busy &= ~READY_AT_REQUEST  # it waited after all (or cannot tell): timed whole
+    if busy & READY_AT_REQUEST and handed_over is not None:
+        held = _held(handed_over, iterator, delivery - request)
+        if held is None:
+            busy &= ~READY_AT_REQUEST  # it waited after all (or cannot tell): timed whole
+        else:
+            busy |= held_bits(held)
     _record(st, iterator, request, delivery, True, force, busy)
     return item
 
@@ -79,12 +90,12 @@ def busy_bits(check: Callable[[], bool] | None, bit: int) -> int:
         return 0
 
 
-def _holds(check: Callable[[Any], bool], iterator: Any) -> bool:
-    """`check(iterator)`; False where it fails (it tells nothing)."""
+def _held(check: Callable[[Any, int], int | None], iterator: Any, took_ns: int) -> int | None:
+    """`check(iterator, took_ns)`; None where it fails (it tells nothing)."""
     try:
-        return bool(check(iterator))
+        return check(iterator, took_ns)
     except Exception:
-        return False
+        return None
 
 
 def loop_read_requested() -> tuple[int, int]:
