@@ -125,7 +125,7 @@ def test_input_bound_on_busy_cores_bounds_parallel_loading_and_puts_a_cheaper_ba
 # the worker, which waits for the worker's interpreter lock). Free batches make the steps
 # 2.8-3.6x faster (2026-12-01; 1.9-2.5x on 2026-11-30's slower machine). INPUT_BOUND counts the
 # hand-overs' waits on computing workers (hooks/worker_handover.py) and the step's thread's
-# waits for a core that the workers caused (hooks/core_waits.py): 2.81-3.31x in five runs,
+# waits for a core that the workers caused (hooks/core_waits.py): 2.81-3.47x in seven runs,
 # where the timed waits alone read 1.79-2.17x (docs/data-wait.md, "Workers that take the
 # cores").
 CONTENDED = ("--workers", "2", "--compute-threads", "1")
