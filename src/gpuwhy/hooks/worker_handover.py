@@ -5,16 +5,17 @@ the worker that made it.
 A queued batch is not yet the loop's. Its message is still being written by a thread of the
 worker, and under torch's default sharing on Linux (`file_descriptor`) each tensor's file
 descriptor comes from another thread of the worker (`multiprocessing.resource_sharer`), which
-has to run to answer. While the worker computes its next batch in Python it holds its
-interpreter lock, and those threads wait for it, by the interpreter's switch interval (5 ms) at
-a time: beside two workers burning 30 ms of CPU a batch, a descriptor took a median 2.0 ms to
-arrive (0.44 ms with free batches; 0.18 ms the quickest). A cheaper batch gives that wait back,
-but not a hand-over slow because the worker slept, or because the machine was slow to wake the
-worker's thread (another job's load). So the wait counted is the hand-over's time beyond the
-quickest hand-over of the same iterator, where the main thread of the worker that made the
-batch is running or ready to run as the pull ends (/proc/<pid>/stat): it computes. It becomes
-the pull's wait (`attribution.READY_AT_REQUEST`); where the state cannot be read, none is
-counted.
+has to run to answer (references.md#torch-sharing-strategy). While the worker computes its next
+batch in Python it holds its interpreter lock, and those threads wait for it, by the
+interpreter's switch interval (5 ms, references.md#python-switch-interval) at a time: beside two
+workers burning 30 ms of CPU a batch, a descriptor took a median 2.0 ms to arrive (0.44 ms with
+free batches; 0.18 ms the quickest). A cheaper batch gives that wait back, but not a hand-over
+slow because the worker slept, or because the machine was slow to wake the worker's thread
+(another job's load). So the wait counted is the hand-over's time beyond the quickest hand-over
+of the same iterator, where the main thread of the worker that made the batch is running or
+ready to run as the pull ends (/proc/<pid>/stat, references.md#proc-pid-stat): it computes. It
+becomes the pull's wait (`attribution.READY_AT_REQUEST`); where the state cannot be read, none
+is counted.
 """
 
 from __future__ import annotations
