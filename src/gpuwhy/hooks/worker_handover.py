@@ -21,7 +21,6 @@ is counted.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -32,9 +31,9 @@ _RECEIVES_ATTR = "_gpuwhy_receives"
 pull's readiness check (`_counting_receives`)."""
 _receives_counted: list[type] = []  # the iterator class whose `_get_data` counts them
 
-_pull = threading.local()
-"""This thread's pull of a queued batch: `worker`, the pid of the worker that made it (None if
-unknown)."""
+_WORKER_ATTR = "_gpuwhy_handover_worker"
+"""On a DataLoader iterator with workers: the pid of the worker that made the queued batch its
+pull is taking (None if unknown, or no batch was queued)."""
 _QUICKEST_ATTR = "_gpuwhy_quickest_handover_ns"
 """On a DataLoader iterator with workers: its quickest hand-over of a queued batch, the
 hand-over's own cost (per iterator: another loader's batches may be smaller)."""
@@ -53,7 +52,7 @@ def batch_ready(iterator: Any) -> bool:
     out of order and kept, or waiting in the result queue (torch's own bookkeeping; a change
     of it raises, and the pull is then timed whole). A result queued may be another batch, or
     a worker's end of data: `handover_wait` tells after the pull."""
-    _pull.worker = None
+    setattr(iterator, _WORKER_ATTR, None)
     counted = bool(_receives_counted) and isinstance(iterator, _receives_counted[0])
     if counted:
         setattr(iterator, _RECEIVES_ATTR, 0)
@@ -65,7 +64,7 @@ def batch_ready(iterator: Any) -> bool:
     if not counted or iterator._data_queue.empty():
         return False
     if info is not None:  # (worker,): still to receive, most likely the result queued
-        _pull.worker = iterator._workers[info[0]].pid
+        setattr(iterator, _WORKER_ATTR, iterator._workers[info[0]].pid)
     return True
 
 
@@ -76,8 +75,7 @@ def handover_wait(iterator: Any, took_ns: int) -> int | None:
     slower worker's batch)."""
     if int(getattr(iterator, _RECEIVES_ATTR)) > 1:
         return None
-    worker = getattr(_pull, "worker", None)
-    _pull.worker = None
+    worker = getattr(iterator, _WORKER_ATTR, None)
     if worker is None:
         return 0
     quickest = min(took_ns, getattr(iterator, _QUICKEST_ATTR, took_ns))
