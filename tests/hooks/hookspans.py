@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import tempfile
 import threading
@@ -106,6 +107,7 @@ class LineServer:
         for conn in self._open:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def step_waits(waits: list[Span]) -> list[Span]:
