@@ -48,6 +48,7 @@ from gpuwhy.analysis.steady import (
     lockstep_wait_ns,
     longest_steady_wait_ns,
     paused_steady_wait_ns,
+    retraced_steady_ns,
     rounds_of,
     steady_state,
     steady_step_windows,
@@ -114,6 +115,10 @@ class PhaseStats:
     steady_data_wait_s: float = 0.0
     steady_wait_longest_s: float = 0.0  # of steady_data_wait_s: the longest one step waited
     steady_wait_gc_s: float = 0.0  # of steady_data_wait_s: spent in full garbage collections
+    # Calls amid the steady steps that traced a tf.function again, and their time (steady.py):
+    # one-time work, left out of steady_time_s.
+    retraces: int = 0
+    retraced_s: float = 0.0
     # The stepping process's main thread over the steady steps (hooks/core_waits.py): the time
     # it ran, and the time it was ready to run but waited for a core. None: not read.
     steady_thread_run_s: float | None = None
@@ -219,13 +224,17 @@ def _own_phase(entry: _PhaseSpans, pid: int | None) -> list[Interval]:
     return entry.phase_by_pid.get(pid) or entry.phase
 
 
-def _phase_stats(
-    name: str,
-    entry: _PhaseSpans,
-    run_ns: int,
-    pauses: Mapping[int | None, Sequence[Interval]],
-    threads: Mapping[int | None, ThreadTimes],
-) -> PhaseStats:
+@dataclass(frozen=True)
+class _ProcessFacts:
+    """What the hooks timed in each process besides its spans (pid -> readings, in order)."""
+
+    pauses: Mapping[int | None, Sequence[Interval]]  # full garbage collections
+    threads: Mapping[int | None, ThreadTimes]  # main-thread run and core-wait readings
+    traces: Mapping[int | None, Sequence[Interval]]  # tf.function calls that traced
+
+
+def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int, facts: _ProcessFacts) -> PhaseStats:
+    pauses, threads = facts.pauses, facts.threads
     extent = union(_extent(entry))
     time_ns = total_ns(extent)
     steps = max((runs.step_count() for runs in entry.steps.values()), default=0)
@@ -298,6 +307,12 @@ def _phase_stats(
         else 0
     )
     steady_ns = busiest.time_ns if busiest else 0
+    retraces, retraced_ns = (
+        retraced_steady_ns(waits[busiest_pid], busiest, facts.traces[busiest_pid])
+        if busiest is not None and busiest_pid in facts.traces
+        else (0, 0)
+    )
+    steady_ns = max(steady_ns - retraced_ns, 0)
     thread = (
         thread_ns_within(threads[busiest_pid], busiest.intervals)
         if busiest is not None and busiest_pid in threads
@@ -328,6 +343,8 @@ def _phase_stats(
         steady_data_wait_s=steady_wait / NS_PER_S,
         steady_wait_longest_s=longest_ns / NS_PER_S,
         steady_wait_gc_s=paused_ns / NS_PER_S,
+        retraces=retraces,
+        retraced_s=retraced_ns / NS_PER_S,
         steady_thread_run_s=None if thread is None else thread[0] / NS_PER_S,
         steady_core_wait_s=None if thread is None else thread[1] / NS_PER_S,
         one_time_s=max(time_ns - steady_ns, 0) / NS_PER_S if busiest else 0.0,
@@ -437,11 +454,17 @@ class CollectedPhases:
         run_end_ns: int,
         pauses: Mapping[int | None, Sequence[Interval]] | None = None,
         threads: Mapping[int | None, ThreadTimes] | None = None,
+        traces: Mapping[int | None, Sequence[Interval]] | None = None,
     ) -> dict[str, PhaseStats]:
         """`recording_phase_stats`; `pauses`: each process's full garbage collections;
-        `threads`: each process's main-thread readings (hooks/core_waits.py)."""
+        `threads`: each process's main-thread readings (hooks/core_waits.py); `traces`: each
+        process's `tf.function` calls that traced (hooks/tf_traces.py)."""
         return _from_collected(
-            self._named(), self._by_phase, run_start_ns, run_end_ns, pauses or {}, threads or {}
+            self._named(),
+            self._by_phase,
+            run_start_ns,
+            run_end_ns,
+            _ProcessFacts(pauses or {}, threads or {}, traces or {}),
         )
 
 
@@ -450,13 +473,10 @@ def _from_collected(
     by_phase: dict[str, _PhaseSpans],
     run_start_ns: int,
     run_end_ns: int,
-    pauses: Mapping[int | None, Sequence[Interval]],
-    threads: Mapping[int | None, ThreadTimes],
+    facts: _ProcessFacts,
 ) -> dict[str, PhaseStats]:
     run_ns = max(run_end_ns - run_start_ns, 0)
-    phases = {
-        name: _phase_stats(name, entry, run_ns, pauses, threads) for name, entry in named.items()
-    }
+    phases = {name: _phase_stats(name, entry, run_ns, facts) for name, entry in named.items()}
     step_starts = [
         runs.ordered().starts
         for entry in by_phase.values()

@@ -337,6 +337,23 @@ def paused_steady_wait_ns(
     return waited_ns(waits, inside)
 
 
+def retraced_steady_ns(
+    waits: SortedRuns, steady: SteadyState, traces: Sequence[Interval]
+) -> tuple[int, int]:
+    """Calls inside the steady intervals that traced a `tf.function` again (hooks/tf_traces.py):
+    how many, and their time there less the waits inside them (Keras pulls its batch in the
+    traced call). One-time work, not the steps': a change (tensors for Python values, fixed
+    shapes) removes it. Each call also ran its step once: counted with it, an over-count of
+    one step's compute per retrace, which is milliseconds against the trace's tens."""
+    count = total = 0
+    for trace in traces:
+        inside = [part for start, end in steady.intervals for part in clip([trace], start, end)]
+        if inside:
+            count += 1
+            total += max(total_ns(inside) - waited_ns(waits, inside), 0)
+    return count, total
+
+
 ThreadTimes = Sequence[tuple[int, int, int]]
 """A thread's cumulative (t_ns, run_ns, queued_ns) readings, in time order (hooks/core_waits.py)."""
 

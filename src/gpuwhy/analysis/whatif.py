@@ -53,6 +53,17 @@ def remove_wait(run_s: float, wait_s: float, phase: str) -> WhatIf:
     )
 
 
+def trace_once(run_s: float, phase: str, retraced_s: float, retraces: int) -> WhatIf:
+    """Each tf.function traced once (tensors for Python values, fixed shapes): the calls amid
+    the steps that traced again take a step's time, no more (analysis/steady.py)."""
+    return _whatif(
+        run_s,
+        retraced_s,
+        f"{retraces} calls that traced a tf.function again amid the steady steps of '{phase}' "
+        f"({retraced_s:.2f} s) removed; whole run by Amdahl",
+    )
+
+
 def phase_speedup(steady_s: float, wait_s: float) -> float:
     """The phase's own steady-state speed-up when its steps' wait goes: the figure to check
     against the steady steps of the same job with the fix."""

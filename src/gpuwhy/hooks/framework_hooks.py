@@ -22,6 +22,7 @@ from gpuwhy.hooks import (
     patching,
     profile_window,
     sync_counting,
+    tf_traces,
     tfdata_wait,
     tracker,
     worker_handover,
@@ -34,6 +35,7 @@ def install_tensorflow() -> None:
     """Time Python iteration over tf.data datasets (`for batch in dataset`, `next(iterator)`);
     count host reads of device tensors."""
     sync_counting.install_tensorflow()
+    tf_traces.install()
     iterator_ops = sys.modules.get("tensorflow.python.data.ops.iterator_ops")
     context = sys.modules.get("tensorflow.python.eager.context")
     if iterator_ops is None or context is None:

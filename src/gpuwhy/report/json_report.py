@@ -74,6 +74,8 @@ def _phase(phase: PhaseStats) -> dict[str, Any]:
         "input_end_s": _num(phase.input_end_s),
         "repeated_warmup_s": _num(phase.repeated_warmup_s),
         "rounds_warmed": phase.rounds_warmed,
+        "retraces": phase.retraces,
+        "retraced_s": _num(phase.retraced_s),
         "gpu_busy": _per_device(phase.gpu_busy, 4),
     }
 

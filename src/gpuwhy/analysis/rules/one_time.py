@@ -105,6 +105,13 @@ COLD_ROUND_FIXES = {
     ),
 }
 
+RETRACE_FIX = (
+    "Call the tf.function with tensors, not Python numbers or new Python objects "
+    "(`step(x, tf.constant(rate))`): each new Python value traces it again. Keep batch shapes "
+    "fixed (`dataset.batch(n, drop_remainder=True)`), or let one trace take any size: "
+    "`@tf.function(reduce_retracing=True)` or an `input_signature` with `None` for the batch."
+)
+
 START_UP_METHOD = "not estimated: start-up paid once, whose cost depends on the framework's build"
 
 
@@ -120,6 +127,7 @@ def check(ctx: RunContext) -> list[Finding]:
         # Work a change removes: what rounds other than the costliest repeat, when it matters
         # to the run as a whole (the band above); the rest is the job's start-up.
         recurring = phase.repeated_warmup_s / ctx.duration_s >= RUN_FRACTION
+        retraced = phase.retraced_s / ctx.duration_s >= RUN_FRACTION
         cold = phase.cold_round_s >= phase.one_time_s / 2
         evidence = {
             "phase": phase.name,
@@ -140,7 +148,18 @@ def check(ctx: RunContext) -> list[Finding]:
             "phase_time_s": r(phase.time_s),
             "reference": REFERENCE,
         }
-        if recurring:
+        if phase.retraces:
+            evidence["retraces"] = phase.retraces
+            evidence["retraced_s"] = r(phase.retraced_s)
+        fix = None
+        if retraced:
+            est = whatif.trace_once(ctx.duration_s, phase.name, phase.retraced_s, phase.retraces)
+            title = (
+                f"'{phase.name}' traced its tf.function again {phase.retraces} times amid its "
+                f"steps: {phase.retraced_s / phase.time_s:.0%} of its time"
+            )
+            fix = RETRACE_FIX
+        elif recurring:
             est = whatif.warm_up_once(
                 ctx.duration_s, phase.name, phase.repeated_warmup_s, phase.rounds_warmed
             )
@@ -162,15 +181,16 @@ def check(ctx: RunContext) -> list[Finding]:
                 "(tracing, compiling, input start-up) before its steps settle"
             )
             fixes = FIRST_ROUND_FIXES
+        removable = recurring or retraced
         findings.append(
             Finding(
                 code="ONE_TIME_WORK",
-                severity=Severity.WARNING if recurring else Severity.INFO,
+                severity=Severity.WARNING if removable else Severity.INFO,
                 title=title,
                 evidence=evidence,
-                fix=pick(ctx.framework, fixes),
-                speedup=est.speedup if recurring else None,
-                speedup_method=est.method if recurring else START_UP_METHOD,
+                fix=fix or pick(ctx.framework, fixes),
+                speedup=est.speedup if removable else None,
+                speedup_method=est.method if removable else START_UP_METHOD,
             )
         )
     return findings
