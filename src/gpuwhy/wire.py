@@ -44,9 +44,9 @@ pipeline's parallel stages (hooks/input_pipelines.py)."""
 GC_EVENT = "gc"
 """A full garbage collection in a job's process: start, `duration_ns`, `pid` (gc_pauses.py)."""
 
-TRACE_EVENT = "trace"
-"""A `tf.function` traced in a job's process: start, `duration_ns`, `function`, `pid`
-(hooks/tf_traces.py)."""
+RETRACE_EVENT = "retrace"
+"""A call that traced a `tf.function` again in a job's process: start, `duration_ns`,
+`function`, `pid` (hooks/tf_traces.py)."""
 
 CORE_WAIT_EVENT = "core_wait"
 """A job process's main thread: its cumulative `run_ns` and `queued_ns` (time waiting for a core)

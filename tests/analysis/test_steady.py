@@ -414,3 +414,59 @@ def test_only_the_collections_inside_steady_waits_count_as_their_time() -> None:
     train = CollectedPhases.read(SpanList(spans)).stats(0, end, pid_pauses)["train"]
     assert train.steady_wait_gc_s == pytest.approx(0.004)
     assert phase_stats(spans, 0, end)["train"].steady_wait_gc_s == 0.0
+
+
+def test_calls_that_traced_again_amid_the_steady_steps_are_one_time_work() -> None:
+    # A traced first step (900 ms), then 40 steps of 20 ms, each waiting its first 5 ms; step
+    # 20 traced its function again: 300 ms more, its call (after the wait) timed by the hooks.
+    durations = [900.0] + [20.0] * 40
+    durations[21] = 320.0
+    spans, end = _round(0, durations, wait_ms=5)
+    retrace_start = (900 + 20 * 20 + 5) * MS
+    traces = {
+        None: [
+            (100 * MS, 800 * MS),  # the first step's: warm-up, not steady
+            (retrace_start, retrace_start + 315 * MS),
+        ]
+    }
+    train = CollectedPhases.read(SpanList(spans)).stats(0, end, traces=traces)["train"]
+    assert train.retraces == 1
+    assert train.retraced_s == pytest.approx(0.315)  # with its step's 15 ms of compute
+    assert train.steady_time_s == pytest.approx(40 * 0.020 + 0.300 - 0.315)
+    assert train.data_wait_fraction == pytest.approx(40 * 0.005 / train.steady_time_s)
+    assert train.one_time_s == pytest.approx(0.9 + 0.315)
+    untraced = phase_stats(spans, 0, end)["train"]
+    assert untraced.retraces == 0 and untraced.steady_time_s == pytest.approx(1.1)
+
+
+def test_a_retrace_that_also_pulled_the_batch_leaves_its_wait_to_the_input() -> None:
+    # Keras on TensorFlow pulls the batch inside the compiled call: the call that traced again
+    # holds the step's 5 ms wait, which stays the input's.
+    durations = [900.0] + [20.0] * 40
+    durations[21] = 320.0
+    spans, end = _round(0, durations, wait_ms=5)
+    start = (900 + 20 * 20) * MS
+    traces = {None: [(start, start + 320 * MS)]}
+    train = CollectedPhases.read(SpanList(spans)).stats(0, end, traces=traces)["train"]
+    assert train.retraced_s == pytest.approx(0.315)
+    assert train.steady_data_wait_s == pytest.approx(40 * 0.005)
+
+
+def test_retracing_at_every_step_is_named_with_its_fix_and_its_saving(tmp_path: Path) -> None:
+    # 200 steps of 25 ms, each a call that traced again for 24 ms of it (a Python number
+    # passed to the tf.function), after a 1 s start-up.
+    run = Run(tmp_path / "r.db", duration_s=6.0, environment={"facts": {"frameworks": []}})
+    run.phase("train", 1.0, 6.0)
+    run.steps("train", 1.0, 200, 0.025, wait_s=0.0, pid=7)
+    for index in range(200):
+        at = 1.0 + index * 0.025 + 0.0005
+        run.event(at, "retrace", duration_ns=24_000_000, function="train_step", pid=7)
+    diagnosis = diagnose(run.close())
+    train = diagnosis.phases["train"]
+    assert train.retraces == 200 and train.retraced_s == pytest.approx(4.8)
+    (finding,) = [f for f in diagnosis.findings if f.code == "ONE_TIME_WORK"]
+    assert finding.severity is Severity.WARNING
+    assert "traced its tf.function again 200 times" in finding.title
+    assert "tf.constant" in finding.fix and "reduce_retracing" in finding.fix
+    assert finding.evidence["retraces"] == 200
+    assert finding.speedup == pytest.approx(whatif.amdahl(6.0, 4.8), rel=1e-3)

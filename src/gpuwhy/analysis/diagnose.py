@@ -26,7 +26,7 @@ from gpuwhy.analysis.rules.transfer import link_bandwidth_bytes_per_s
 from gpuwhy.analysis.workers import Aligner, Workers
 from gpuwhy.model import NS_PER_S, DeviceInfo, Event, Finding, Severity, SpanKind, sort_findings
 from gpuwhy.redact import command_is_raw, recorded_command
-from gpuwhy.wire import COPY_EVENT, CORE_WAIT_EVENT, GC_EVENT, TRACE_EVENT
+from gpuwhy.wire import COPY_EVENT, CORE_WAIT_EVENT, GC_EVENT, RETRACE_EVENT
 
 if TYPE_CHECKING:
     from gpuwhy.recording.reader import Recording
@@ -109,7 +109,7 @@ class _EventFacts:
     pauses: dict[int | None, list[Interval]] = field(default_factory=dict)
     # pid -> its main thread's (t_ns, run_ns, queued_ns) readings (hooks/core_waits.py), in order
     threads: dict[int | None, list[tuple[int, int, int]]] = field(default_factory=dict)
-    # pid -> its tf.function calls that traced (hooks/tf_traces.py), in order
+    # pid -> its tf.function calls that traced again (hooks/tf_traces.py), in order
     traces: dict[int | None, list[Interval]] = field(default_factory=dict)
 
 
@@ -137,7 +137,7 @@ def _event_facts(events: Iterable[Event]) -> _EventFacts:
             pid, run, queued = (event.data.get(k) for k in ("pid", "run_ns", "queued_ns"))
             if isinstance(pid, int) and isinstance(run, int) and isinstance(queued, int):
                 facts.threads.setdefault(pid, []).append((event.t_ns, run, queued))
-        elif event.kind in (GC_EVENT, TRACE_EVENT):
+        elif event.kind in (GC_EVENT, RETRACE_EVENT):
             duration = event.data.get("duration_ns")
             pid = event.data.get("pid")
             if isinstance(duration, int) and duration > 0 and isinstance(pid, int):
