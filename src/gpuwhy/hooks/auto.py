@@ -27,6 +27,7 @@ from gpuwhy.hooks import (
     gc_pauses,
     generator_pulls,
     input_pipelines,
+    jax_compiles,
     jax_steps,
     keras_patches,
     lightning_hooks,
@@ -71,6 +72,7 @@ def _patch_module(name: str, module: ModuleType) -> None:
     elif name == "jax":
         sync_counting.install_jax()
         jax_steps.install()
+        jax_compiles.install()
         generator_pulls.install()  # compiled train steps bound a plain loop's steps
         backend_window.follow_plain_loops("jax")
 

@@ -105,12 +105,32 @@ COLD_ROUND_FIXES = {
     ),
 }
 
-RETRACE_FIX = (
-    "Call the tf.function with tensors, not Python numbers or new Python objects "
-    "(`step(x, tf.constant(rate))`): each new Python value traces it again. Keep batch shapes "
-    "fixed (`dataset.batch(n, drop_remainder=True)`), or let one trace take any size: "
-    "`@tf.function(reduce_retracing=True)` or an `input_signature` with `None` for the batch."
-)
+RETRACE_FIXES = {
+    "tensorflow": (
+        "Call the tf.function with tensors, not Python numbers or new Python objects "
+        "(`step(x, tf.constant(rate))`): each new Python value traces it again. Keep batch "
+        "shapes fixed (`dataset.batch(n, drop_remainder=True)`), or let one trace take any "
+        "size: `@tf.function(reduce_retracing=True)` or an `input_signature` with `None` for "
+        "the batch."
+    ),
+    "jax": (
+        "Keep the jitted step's input shapes fixed (pad the last batch, or drop it) and pass "
+        "changing Python values as arrays rather than static arguments (`static_argnums`): "
+        "each new shape or static value compiles the function again."
+    ),
+    "default": (
+        "Keep the compiled step's input shapes and Python arguments the same from call to "
+        "call (fixed batch shapes, tensors or arrays for changing values): each new one traces "
+        "and compiles it again."
+    ),
+}
+RETRACE_FIXES["keras-jax"] = RETRACE_FIXES["jax"]
+RETRACED = {
+    "tensorflow": "traced its tf.function",
+    "jax": "compiled its jitted function",
+    "keras-jax": "compiled its step function",
+    "default": "traced or compiled its step function",
+}
 
 START_UP_METHOD = "not estimated: start-up paid once, whose cost depends on the framework's build"
 
@@ -155,10 +175,10 @@ def check(ctx: RunContext) -> list[Finding]:
         if retraced:
             est = whatif.trace_once(ctx.duration_s, phase.name, phase.retraced_s, phase.retraces)
             title = (
-                f"'{phase.name}' traced its tf.function again {phase.retraces} times amid its "
-                f"steps: {phase.retraced_s / phase.time_s:.0%} of its time"
+                f"'{phase.name}' {pick(ctx.framework, RETRACED)} again {phase.retraces} times "
+                f"amid its steps: {phase.retraced_s / phase.time_s:.0%} of its time"
             )
-            fix = RETRACE_FIX
+            fix = pick(ctx.framework, RETRACE_FIXES)
         elif recurring:
             est = whatif.warm_up_once(
                 ctx.duration_s, phase.name, phase.repeated_warmup_s, phase.rounds_warmed
