@@ -480,3 +480,17 @@ def test_retracing_at_every_step_is_named_with_its_fix_and_its_saving(
     assert fix in finding.fix
     assert finding.evidence["retraces"] == 200
     assert finding.speedup == pytest.approx(whatif.amdahl(6.0, 4.8), rel=1e-3)
+
+
+def test_one_retrace_is_a_second_shape_paid_once_not_a_pattern(tmp_path: Path) -> None:
+    # A smaller last batch compiled the step once more (0.5 s of a 4 s run): like the first
+    # compile, paid once per run; no warning, no estimate.
+    run = Run(tmp_path / "r.db", duration_s=4.0, environment={"facts": {"frameworks": {}}})
+    run.phase("train", 1.0, 4.0)
+    run.steps("train", 1.0, 100, 0.025, wait_s=0.0, pid=7)
+    run.event(2.0005, "retrace", duration_ns=500_000_000, function="train_step", pid=7)
+    diagnosis = diagnose(run.close())
+    assert diagnosis.phases["train"].retraces == 1
+    found = [f for f in diagnosis.findings if f.code == "ONE_TIME_WORK"]
+    assert all(f.severity is Severity.INFO and f.speedup is None for f in found)
+    assert all("again" not in f.title for f in found)

@@ -28,6 +28,7 @@ from gpuwhy.model import Finding, Severity
 
 PHASE_FRACTION = 0.20
 RUN_FRACTION = 0.05
+MIN_RETRACES = 2
 REFERENCE = (
     "XProf: a cost >= 20 % of step time is high (input pipeline); tf.function calls >= 20 % "
     "expensive are listed as retracing (overview page); gpuprof: a first step > 3x the median "
@@ -147,7 +148,11 @@ def check(ctx: RunContext) -> list[Finding]:
         # Work a change removes: what rounds other than the costliest repeat, when it matters
         # to the run as a whole (the band above); the rest is the job's start-up.
         recurring = phase.repeated_warmup_s / ctx.duration_s >= RUN_FRACTION
-        retraced = phase.retraced_s / ctx.duration_s >= RUN_FRACTION
+        # One retrace is a second shape (a smaller last batch), paid once per run as the first
+        # trace is; more are the pattern a change removes.
+        retraced = (
+            phase.retraces >= MIN_RETRACES and phase.retraced_s / ctx.duration_s >= RUN_FRACTION
+        )
         cold = phase.cold_round_s >= phase.one_time_s / 2
         evidence = {
             "phase": phase.name,
