@@ -209,6 +209,17 @@ def test_one_time_work_gets_its_own_line_under_the_table(tmp_path: Path) -> None
     assert "One-time work" not in healthy
 
 
+def test_calls_that_traced_the_step_again_are_named_in_the_one_time_line(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=6, command=["python", "train.py"])
+    end = run.steps("train", 1.0, 100, 0.04, pid=3)
+    run.phase("train", 1.0, end)
+    for index in range(10):  # ten calls of 40 ms that traced the step again for 30 ms
+        at = 1.5 + 0.28 * index + 0.005
+        run.event(at, "retrace", duration_ns=30_000_000, function="step", pid=3)
+    text = " ".join(_rendered(_diagnosis(run), 120).split())
+    assert "'train' 300 ms (10 calls that traced or compiled the step again 300 ms)" in text
+
+
 def _ranked_run(path: Path, waits: list[float]) -> Run:
     """Ranks in lockstep on GPUs 0..n-1, each with its own input wait (as analysis/test_ranks)."""
     devices = [device(rank) for rank in range(len(waits))]

@@ -213,6 +213,12 @@ def _one_time_line(phases: Mapping[str, PhaseStats]) -> str:
             detail.append(f"before the first step {_seconds(phase.lead_in_s)}")
         if phase.input_end_s >= _NEGLIGIBLE_S:
             detail.append(f"waiting for the input to end {_seconds(phase.input_end_s)}")
+        if phase.retraces:
+            noun = "call" if phase.retraces == 1 else "calls"
+            detail.append(
+                f"{phase.retraces} {noun} that traced or compiled the step again "
+                f"{_seconds(phase.retraced_s)}"
+            )
         text = f"'{phase.name}' {_seconds(phase.one_time_s)}"
         parts.append(text + (f" ({', '.join(detail)})" if detail else ""))
     if not parts:
