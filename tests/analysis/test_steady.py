@@ -425,16 +425,16 @@ def test_calls_that_traced_again_amid_the_steady_steps_are_one_time_work() -> No
     retrace_start = (900 + 20 * 20 + 5) * MS
     traces = {
         None: [
-            (100 * MS, 800 * MS),  # the first step's: warm-up, not steady
+            (100 * MS, 800 * MS),  # in the first step: warm-up, already not steady
             (retrace_start, retrace_start + 315 * MS),
         ]
     }
     train = CollectedPhases.read(SpanList(spans)).stats(0, end, traces=traces)["train"]
-    assert train.retraces == 1
-    assert train.retraced_s == pytest.approx(0.315)  # with its step's 15 ms of compute
+    assert train.retraces == 2
+    assert train.retraced_s == pytest.approx(0.7 + 0.315)  # with a step's 15 ms of compute
     assert train.steady_time_s == pytest.approx(40 * 0.020 + 0.300 - 0.315)
     assert train.data_wait_fraction == pytest.approx(40 * 0.005 / train.steady_time_s)
-    assert train.one_time_s == pytest.approx(0.9 + 0.315)
+    assert train.one_time_s == pytest.approx(0.9 + 0.315)  # the warm-up step holds its own
     untraced = phase_stats(spans, 0, end)["train"]
     assert untraced.retraces == 0 and untraced.steady_time_s == pytest.approx(1.1)
 

@@ -55,6 +55,7 @@ SCENARIOS = [
     Scenario("torch_worker_restart.py", "ONE_TIME_WORK"),
     Scenario("tf_tape_retrace.py", "ONE_TIME_WORK"),
     Scenario("jax_recompile.py", "ONE_TIME_WORK"),
+    Scenario("torch_recompile.py", "ONE_TIME_WORK"),
     Scenario("keras_tf_healthy.py", None),
 ]
 ROWS: list[dict[str, Any]] = []

@@ -48,7 +48,7 @@ from gpuwhy.analysis.steady import (
     lockstep_wait_ns,
     longest_steady_wait_ns,
     paused_steady_wait_ns,
-    retraced_steady_ns,
+    retraced_ns,
     rounds_of,
     steady_state,
     steady_step_windows,
@@ -115,8 +115,8 @@ class PhaseStats:
     steady_data_wait_s: float = 0.0
     steady_wait_longest_s: float = 0.0  # of steady_data_wait_s: the longest one step waited
     steady_wait_gc_s: float = 0.0  # of steady_data_wait_s: spent in full garbage collections
-    # Calls amid the steady steps that traced a tf.function again, and their time (steady.py):
-    # one-time work, left out of steady_time_s.
+    # Calls that traced or compiled a step function again, and their time (steady.py): one-time
+    # work, in warm-up steps or left out of steady_time_s.
     retraces: int = 0
     retraced_s: float = 0.0
     # The stepping process's main thread over the steady steps (hooks/core_waits.py): the time
@@ -307,12 +307,13 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int, facts: _ProcessFact
         else 0
     )
     steady_ns = busiest.time_ns if busiest else 0
-    retraces, retraced_ns = (
-        retraced_steady_ns(waits[busiest_pid], busiest, facts.traces[busiest_pid])
-        if busiest is not None and busiest_pid in facts.traces
-        else (0, 0)
-    )
-    steady_ns = max(steady_ns - retraced_ns, 0)
+    # Retraces in warm-up steps are already outside the steady time; those amid it come out.
+    retraces, retraced_all_ns = 0, 0
+    traced = facts.traces.get(busiest_pid, ()) if busiest is not None else ()
+    if traced and busiest is not None:
+        busiest_waits = waits[busiest_pid]
+        retraces, retraced_all_ns = retraced_ns(busiest_waits, extent, traced)
+        steady_ns = max(steady_ns - retraced_ns(busiest_waits, busiest.intervals, traced)[1], 0)
     thread = (
         thread_ns_within(threads[busiest_pid], busiest.intervals)
         if busiest is not None and busiest_pid in threads
@@ -344,7 +345,7 @@ def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int, facts: _ProcessFact
         steady_wait_longest_s=longest_ns / NS_PER_S,
         steady_wait_gc_s=paused_ns / NS_PER_S,
         retraces=retraces,
-        retraced_s=retraced_ns / NS_PER_S,
+        retraced_s=retraced_all_ns / NS_PER_S,
         steady_thread_run_s=None if thread is None else thread[0] / NS_PER_S,
         steady_core_wait_s=None if thread is None else thread[1] / NS_PER_S,
         one_time_s=max(time_ns - steady_ns, 0) / NS_PER_S if busiest else 0.0,

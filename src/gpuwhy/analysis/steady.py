@@ -337,17 +337,18 @@ def paused_steady_wait_ns(
     return waited_ns(waits, inside)
 
 
-def retraced_steady_ns(
-    waits: SortedRuns, steady: SteadyState, traces: Sequence[Interval]
+def retraced_ns(
+    waits: SortedRuns, intervals: Sequence[Interval], traces: Sequence[Interval]
 ) -> tuple[int, int]:
-    """Calls inside the steady intervals that traced a `tf.function` again (hooks/tf_traces.py):
+    """Calls inside `intervals` (a phase's extent, or its steady intervals) that traced or
+    compiled a step function again (hooks/tf_traces.py, jax_compiles.py, torch_compiles.py):
     how many, and their time there less the waits inside them (Keras pulls its batch in the
-    traced call). One-time work, not the steps': a change (tensors for Python values, fixed
-    shapes) removes it. Each call also ran its step once: counted with it, an over-count of
-    one step's compute per retrace, which is milliseconds against the trace's tens."""
+    traced call). One-time work, not the steps': a change (fixed shapes, tensors for Python
+    values) removes it. Each call also ran its step once: counted with it, an over-count of
+    one step's compute per retrace, which is milliseconds against the compile's tens."""
     count = total = 0
     for trace in traces:
-        inside = [part for start, end in steady.intervals for part in clip([trace], start, end)]
+        inside = [part for start, end in intervals for part in clip([trace], start, end)]
         if inside:
             count += 1
             total += max(total_ns(inside) - waited_ns(waits, inside), 0)

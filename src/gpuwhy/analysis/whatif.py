@@ -55,13 +55,13 @@ def remove_wait(run_s: float, wait_s: float, phase: str) -> WhatIf:
 
 def trace_once(run_s: float, phase: str, retraced_s: float, retraces: int) -> WhatIf:
     """Each step function traced and compiled once (tensors or arrays for changing values,
-    fixed shapes): the calls amid the steps that did it again take a step's time, no more
+    fixed or dynamic shapes): the calls that did it again take a step's time, no more
     (analysis/steady.py)."""
     return _whatif(
         run_s,
         retraced_s,
-        f"{retraces} calls that traced or compiled a step function again amid the steady steps "
-        f"of '{phase}' ({retraced_s:.2f} s) removed; whole run by Amdahl",
+        f"{retraces} calls that traced or compiled a step function again in '{phase}' "
+        f"({retraced_s:.2f} s) removed; whole run by Amdahl",
     )
 
 

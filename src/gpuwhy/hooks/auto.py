@@ -33,6 +33,7 @@ from gpuwhy.hooks import (
     lightning_hooks,
     patching,
     sync_counting,
+    torch_compiles,
     transformers_hooks,
     try_fixes,
 )
@@ -44,7 +45,8 @@ ENV_HOOKS = "GPUWHY_HOOKS"
 FRAMEWORKS: dict[str, tuple[str, ...]] = {
     "keras": ("keras", "tf_keras"),
     "tensorflow": ("tensorflow",),
-    "torch": ("torch",),
+    # torch.compile's callbacks, once the job's first compile loads them (torch_compiles.py)
+    "torch": ("torch", "torch._dynamo.callback"),
     "lightning": ("lightning.pytorch", "pytorch_lightning"),
     "transformers": ("transformers.trainer",),
     "accelerate": ("accelerate.data_loader",),
@@ -63,6 +65,8 @@ def _patch_module(name: str, module: ModuleType) -> None:
     elif name == "torch":
         framework_hooks.install_torch()
         generator_pulls.install()  # optimizer steps bound a plain loop's steps
+    elif name == "torch._dynamo.callback":
+        torch_compiles.install(module)
     elif name == "transformers.trainer":
         transformers_hooks.install(module)
     elif name == "accelerate.data_loader":

@@ -125,11 +125,18 @@ RETRACE_FIXES = {
         "and compiles it again."
     ),
 }
+RETRACE_FIXES["torch"] = (
+    "Keep the compiled model's input shapes fixed (`DataLoader(..., drop_last=True)`, padding) "
+    "or let one compile take any size (`torch.compile(model, dynamic=True)`), and pass numbers "
+    "that change as tensors: each new shape or specialised value compiles it again, up to "
+    "`torch._dynamo.config.recompile_limit`, after which it runs uncompiled."
+)
 RETRACE_FIXES["keras-jax"] = RETRACE_FIXES["jax"]
 RETRACED = {
     "tensorflow": "traced its tf.function",
     "jax": "compiled its jitted function",
     "keras-jax": "compiled its step function",
+    "torch": "compiled its torch.compile'd code",
     "default": "traced or compiled its step function",
 }
 
@@ -180,8 +187,8 @@ def check(ctx: RunContext) -> list[Finding]:
         if retraced:
             est = whatif.trace_once(ctx.duration_s, phase.name, phase.retraced_s, phase.retraces)
             title = (
-                f"'{phase.name}' {pick(ctx.framework, RETRACED)} again {phase.retraces} times "
-                f"amid its steps: {phase.retraced_s / phase.time_s:.0%} of its time"
+                f"'{phase.name}' {pick(ctx.framework, RETRACED)} again {phase.retraces} times: "
+                f"{phase.retraced_s / phase.time_s:.0%} of its time"
             )
             fix = pick(ctx.framework, RETRACE_FIXES)
         elif recurring:

@@ -29,6 +29,7 @@ _WATCHED = frozenset(
         "tf_keras",
         "tensorflow",
         "torch",
+        "torch._dynamo.callback",
         "lightning.pytorch",
         "pytorch_lightning",
         "transformers.trainer",
