@@ -60,3 +60,27 @@ def test_without_the_hooks_nothing_is_heard(collected: Collected) -> None:
     for rows in (16, 10):
         w = step(w, np.ones((rows, 8), "float32"))
     assert collected.events(RETRACE_EVENT) == []
+
+
+def test_once_the_hooks_go_no_evaluation_of_theirs_is_ended_later(collected: Collected) -> None:
+    """What a loop called under the hooks (a train step, then twice a function that takes no
+    gradient: an evaluation's shape) is forgotten when they are removed: a later run's exit
+    ends its own evaluation where that one ended (jax_steps.uninstall)."""
+    from gpuwhy.hooks import auto, tracker
+    from gpuwhy.model import SpanKind
+
+    auto.install({})
+    try:
+        step, double = make_step(), jax.jit(lambda x: x * 2)
+        step(np.ones((8, 4), "float32"), np.ones((16, 8), "float32"))
+        for _ in range(2):
+            double(np.ones(3, "float32"))
+    finally:
+        auto.uninstall()
+    tracker.reset()
+    tracker.optimizer_step(10)  # a later run: a step, then an evaluation it ends itself
+    tracker.model_mode(False, 20)
+    tracker.evaluated(30)
+    tracker.finalize(100)
+    validation = collected.spans(SpanKind.PHASE, "validation")
+    assert [(span.start_ns, span.end_ns) for span in validation] == [(20, 30)]

@@ -212,4 +212,5 @@ def uninstall() -> None:
     gc_pauses.uninstall()
     core_waits.uninstall()
     generator_pulls.uninstall()
+    jax_steps.uninstall()
     input_pipelines.forget()

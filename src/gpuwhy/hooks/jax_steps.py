@@ -210,3 +210,12 @@ def install() -> None:
     patching.patch(jax, "vjp", _gradient_call)
     if _at_exit not in tracker.before_finalize:
         tracker.before_finalize.append(_at_exit)
+
+
+def uninstall() -> None:
+    """Forget the exit hook and what this thread's loop called (the patches go with every
+    other): a later `install()` starts afresh, and no later run ends an evaluation of this one."""
+    global _local
+    if _at_exit in tracker.before_finalize:
+        tracker.before_finalize.remove(_at_exit)
+    _local = _Thread()
