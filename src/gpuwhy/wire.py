@@ -45,8 +45,9 @@ GC_EVENT = "gc"
 """A full garbage collection in a job's process: start, `duration_ns`, `pid` (gc_pauses.py)."""
 
 RETRACE_EVENT = "retrace"
-"""A call that traced a `tf.function` again in a job's process: start, `duration_ns`,
-`function`, `pid` (hooks/tf_traces.py)."""
+"""A call that traced or compiled a step function again in a job's process (a `tf.function`,
+a jitted JAX function, a `torch.compile`d frame): start, `duration_ns`, `function`, `pid`
+(hooks/tf_traces.py, jax_compiles.py, torch_compiles.py)."""
 
 CORE_WAIT_EVENT = "core_wait"
 """A job process's main thread: its cumulative `run_ns` and `queued_ns` (time waiting for a core)

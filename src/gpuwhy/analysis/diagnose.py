@@ -109,7 +109,7 @@ class _EventFacts:
     pauses: dict[int | None, list[Interval]] = field(default_factory=dict)
     # pid -> its main thread's (t_ns, run_ns, queued_ns) readings (hooks/core_waits.py), in order
     threads: dict[int | None, list[tuple[int, int, int]]] = field(default_factory=dict)
-    # pid -> its tf.function calls that traced again (hooks/tf_traces.py), in order
+    # pid -> its calls that traced or compiled a step function again (RETRACE_EVENT), in order
     traces: dict[int | None, list[Interval]] = field(default_factory=dict)
 
 

@@ -230,7 +230,7 @@ class _ProcessFacts:
 
     pauses: Mapping[int | None, Sequence[Interval]]  # full garbage collections
     threads: Mapping[int | None, ThreadTimes]  # main-thread run and core-wait readings
-    traces: Mapping[int | None, Sequence[Interval]]  # tf.function calls that traced again
+    traces: Mapping[int | None, Sequence[Interval]]  # calls that traced or compiled again
 
 
 def _phase_stats(name: str, entry: _PhaseSpans, run_ns: int, facts: _ProcessFacts) -> PhaseStats:
@@ -459,7 +459,8 @@ class CollectedPhases:
     ) -> dict[str, PhaseStats]:
         """`recording_phase_stats`; `pauses`: each process's full garbage collections;
         `threads`: each process's main-thread readings (hooks/core_waits.py); `traces`: each
-        process's `tf.function` calls that traced again (hooks/tf_traces.py)."""
+        process's calls that traced or compiled a step function again (the "retrace" events
+        of hooks/tf_traces.py, jax_compiles.py, torch_compiles.py)."""
         return _from_collected(
             self._named(),
             self._by_phase,
