@@ -28,7 +28,7 @@ from typing import Any
 from gpuwhy.hooks import attribution
 from gpuwhy.model import Event, Span
 from gpuwhy.rank_identity import identify
-from gpuwhy.wire import ENV_SOCKET, PROCESS_EVENT, encode, span_line
+from gpuwhy.wire import ENV_SOCKET, PROCESS_EVENT, RETRACE_EVENT, encode, span_line
 
 FLUSH_INTERVAL_S = 0.2
 """Longest time a record waits in the buffer before the flusher delivers it."""
@@ -167,6 +167,13 @@ def guarded(prefix: str) -> Callable[[Callable[..., None]], Callable[..., None]]
         return run
 
     return wrap
+
+
+def retrace(start_ns: int, duration_ns: int, function: str, message: str) -> None:
+    """Send a call that traced or compiled a step function again (`wire.RETRACE_EVENT`): the
+    one payload hooks/tf_traces.py, jax_compiles.py and torch_compiles.py send."""
+    data = {"duration_ns": duration_ns, "function": function, "pid": pid()}
+    emit(Event(t_ns=start_ns, kind=RETRACE_EVENT, message=message, data=data))
 
 
 def pid() -> int:

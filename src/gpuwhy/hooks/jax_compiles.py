@@ -28,8 +28,6 @@ import time
 from typing import Any
 
 from gpuwhy.hooks import emitter, patching
-from gpuwhy.model import Event
-from gpuwhy.wire import RETRACE_EVENT
 
 TRACE_STAGES = frozenset(
     {"/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration"}
@@ -67,18 +65,8 @@ def _on_stage(event: str, start_s: float, end_s: float, **kwargs: Any) -> None:
             _compiled.add(name)
             return
         to_monotonic = time.monotonic_ns() - time.time_ns()
-        emitter.emit(
-            Event(
-                t_ns=round(begin_s * 1e9) + to_monotonic,
-                kind=RETRACE_EVENT,
-                message="jitted function compiled again",
-                data={
-                    "duration_ns": round((end_s - begin_s) * 1e9),
-                    "function": name,
-                    "pid": emitter.pid(),
-                },
-            )
-        )
+        start_ns, duration_ns = round(begin_s * 1e9) + to_monotonic, round((end_s - begin_s) * 1e9)
+        emitter.retrace(start_ns, duration_ns, name, "jitted function compiled again")
     except Exception:  # never into JAX's compile
         return
 

@@ -31,8 +31,6 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuwhy.hooks import emitter, patching
-from gpuwhy.model import Event
-from gpuwhy.wire import RETRACE_EVENT
 
 _MODULE = "tensorflow.python.eager.polymorphic_function.tracing_compilation"
 _TRACES = "_create_concrete_function"  # reached on a cache miss only
@@ -83,14 +81,7 @@ def _traced_again(function: Any, start_ns: int, name: str) -> None:
         if function not in _traced:
             _traced.add(function)
             return
-        emitter.emit(
-            Event(
-                t_ns=start_ns,
-                kind=RETRACE_EVENT,
-                message="tf.function traced again",
-                data={"duration_ns": end_ns - start_ns, "function": name, "pid": emitter.pid()},
-            )
-        )
+        emitter.retrace(start_ns, end_ns - start_ns, name, "tf.function traced again")
     except Exception:  # never into the job's call (a function that takes no weak reference)
         return
 

@@ -27,8 +27,6 @@ from types import ModuleType
 from typing import Any
 
 from gpuwhy.hooks import emitter, patching
-from gpuwhy.model import Event
-from gpuwhy.wire import RETRACE_EVENT
 
 # "frame/compile" (and "_restart"); compiled autograd's ids ("!...") are not a frame's compile
 _COMPILE_ID = re.compile(r"(\d+)/(\d+)")
@@ -48,18 +46,8 @@ def _ended(args: Any) -> None:
         found = _COMPILE_ID.match(str(getattr(args, "compile_id", "")))
         if found is None or found.group(2) == "0":
             return  # a frame's first compile: warm-up
-        emitter.emit(
-            Event(
-                t_ns=start_ns,
-                kind=RETRACE_EVENT,
-                message="torch.compile compiled a frame again",
-                data={
-                    "duration_ns": time.monotonic_ns() - start_ns,
-                    "function": f"frame {found.group(1)}",
-                    "pid": emitter.pid(),
-                },
-            )
-        )
+        duration_ns, frame = time.monotonic_ns() - start_ns, f"frame {found.group(1)}"
+        emitter.retrace(start_ns, duration_ns, frame, "torch.compile compiled a frame again")
     except Exception:  # never into TorchDynamo's compile
         return
 

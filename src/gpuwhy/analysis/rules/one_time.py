@@ -106,6 +106,11 @@ COLD_ROUND_FIXES = {
     ),
 }
 
+_JAX_RETRACE_FIX = (
+    "Keep the jitted step's input shapes fixed (pad the last batch, or drop it) and pass "
+    "changing Python values as arrays rather than static arguments (`static_argnums`): each "
+    "new shape or static value compiles the function again."
+)
 RETRACE_FIXES = {
     "tensorflow": (
         "Call the tf.function with tensors, not Python numbers or new Python objects "
@@ -114,10 +119,13 @@ RETRACE_FIXES = {
         "size: `@tf.function(reduce_retracing=True)` or an `input_signature` with `None` for "
         "the batch."
     ),
-    "jax": (
-        "Keep the jitted step's input shapes fixed (pad the last batch, or drop it) and pass "
-        "changing Python values as arrays rather than static arguments (`static_argnums`): "
-        "each new shape or static value compiles the function again."
+    "jax": _JAX_RETRACE_FIX,
+    "keras-jax": _JAX_RETRACE_FIX,
+    "torch": (
+        "Keep the compiled model's input shapes fixed (`DataLoader(..., drop_last=True)`, "
+        "padding) or let one compile take any size (`torch.compile(model, dynamic=True)`), and "
+        "pass numbers that change as tensors: each new shape or specialised value compiles it "
+        "again, up to `torch._dynamo.config.recompile_limit`, after which it runs uncompiled."
     ),
     "default": (
         "Keep the compiled step's input shapes and Python arguments the same from call to "
@@ -125,13 +133,6 @@ RETRACE_FIXES = {
         "and compiles it again."
     ),
 }
-RETRACE_FIXES["torch"] = (
-    "Keep the compiled model's input shapes fixed (`DataLoader(..., drop_last=True)`, padding) "
-    "or let one compile take any size (`torch.compile(model, dynamic=True)`), and pass numbers "
-    "that change as tensors: each new shape or specialised value compiles it again, up to "
-    "`torch._dynamo.config.recompile_limit`, after which it runs uncompiled."
-)
-RETRACE_FIXES["keras-jax"] = RETRACE_FIXES["jax"]
 RETRACED = {
     "tensorflow": "traced its tf.function",
     "jax": "compiled its jitted function",
