@@ -76,6 +76,13 @@ BENCHES = (
         "Overhead of `gpuwhy run` on the zoo's real-world jobs",
     ),
     Bench(
+        "boot_cost",
+        "boot_cost.py",
+        (),
+        ("--pairs", "1", "--frameworks", "torch"),
+        "gpuwhy's cost at a job's start-up",
+    ),
+    Bench(
         "hook_cost",
         "hook_cost.py",
         (),

@@ -61,18 +61,27 @@ export GPUWHY_TEST_ENVS="$PWD/.venvs"
 # A test that misses is run once more (a stall of this shared machine is not gpuwhy's: real jobs
 # beside other tests still read their own waits and clocks, in the zoo, across nodes); the
 # summary names every such test with what its first attempt missed.
+# Each pass's output is also kept, so that the run ends with every pass's failures, each with
+# what it missed: a long log shown by its tail still names them all.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
 select="not timing"
 [ "$fast" = 1 ] && select="not slow and not timing"
 status=0
 .venv/bin/python -m pytest -m "$select" -n "${GPUWHY_TEST_WORKERS:-auto}" --dist loadfile \
-    --reruns 1 --durations=30 "$@" || status=$?
+    --reruns 1 --durations=30 "$@" 2>&1 | tee "$logs/1" || status=$?
 slow=""
 [ "$fast" = 1 ] && slow=" and not slow"
 paired=0
 .venv/bin/python -m pytest -m "timing and not alone$slow" -n "${GPUWHY_TIMING_WORKERS:-2}" \
-    --dist loadfile --no-loadscope-reorder --reruns 1 --durations=30 "$@" || paired=$?
+    --dist loadfile --no-loadscope-reorder --reruns 1 --durations=30 "$@" 2>&1 |
+    tee "$logs/2" || paired=$?
 alone=0
-.venv/bin/python -m pytest -m "alone$slow" --reruns 1 --durations=30 "$@" || alone=$?
+.venv/bin/python -m pytest -m "alone$slow" --reruns 1 --durations=30 "$@" 2>&1 |
+    tee "$logs/3" || alone=$?
+echo "=== passes: tests $status, timing tests in pairs $paired, timing tests alone $alone" \
+    "(0 passed, 5 none selected) ==="
+grep -hE '^(FAILED|ERROR) ' "$logs/1" "$logs/2" "$logs/3" | cut -c1-400 || true
 # 5 is "nothing selected": a failure only when no pass ran a test.
 if [ "$status$paired$alone" = 555 ]; then exit 5; fi
 for code in "$status" "$paired" "$alone"; do

@@ -9,8 +9,10 @@ machine, in bursts): that epoch is one-time work as a whole, a cold first round
 (docs/data-wait.md), and the steady steps are the cached epochs'. Telling that epoch apart rests
 on its measured waits, which other jobs on the machine change (under the parallel lane's load
 the filling epoch's first slow steps counted as warm-up and the rest waited 11 % of their time,
-under the 20 % line): the TensorFlow examples run in the timing lane, alone. Timings are not
-checked here: they depend on the machine.
+under the 20 % line): the TensorFlow examples run in the timing lane, alone (beside another
+timing test, on a machine about twice as slow as the one they were sized on, both failed in one
+run of the project's checks, 2026-12-01). Timings are not checked here: they depend on the
+machine.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ def _filling_epoch_is_one_time_work(fixed: dict[str, Any], example: str) -> None
 
 @pytest.mark.slow
 @pytest.mark.timing  # the cache fill told apart by its measured waits: run alone
+@pytest.mark.alone
 def test_keras_example(tmp_path: Path) -> None:
     _needs("tensorflow")
     stdout, slow, fixed = _compare("keras_slow_input.py", tmp_path)
@@ -114,6 +117,7 @@ def test_keras_example(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timing  # the cache fill told apart by its measured waits: run alone
+@pytest.mark.alone
 def test_tf_custom_loop_example(tmp_path: Path) -> None:
     _needs("tensorflow")
     stdout, slow, fixed = _compare("tf_custom_loop.py", tmp_path)

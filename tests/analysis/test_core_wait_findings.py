@@ -94,6 +94,8 @@ def test_workers_that_take_the_step_s_cores_make_the_phase_input_bound(tmp_path:
     assert "or for the cores their input's workers take" in finding.title
     assert "waited for a core" in finding.fix and "Make each batch cheaper" in finding.fix
     assert "num_workers=" not in finding.fix  # more workers would take more of the cores
+    # A lower bound: the compute slowed beside the workers shows in no wait.
+    assert finding.speedup_method.endswith("so the gain can be larger")
 
 
 def test_the_cores_other_processes_take_are_not_the_input_s(tmp_path: Path) -> None:

@@ -173,3 +173,15 @@ def test_every_runtime_code_is_documented() -> None:
     for code in RUNTIME_CODES:
         assert f"\n## {code}\n" in findings, code
         assert f"[{code}](#{code.lower()})" in findings, code  # and linked from the index
+
+
+def test_a_short_validation_reads_in_milliseconds_in_the_title(tmp_path: Path) -> None:
+    # 29 ms of validation against 105 ms of training: "0.0 s vs 0.1 s" would say nothing.
+    run = Run(tmp_path / "r.db", duration_s=2, environment=NO_GPU_ENV)
+    end = run.steps("train", 1.0, 15, 0.007)
+    run.phase("train", 1.0, end)
+    run.phase("validation", end, end + 0.029)
+    with run.close() as recording:
+        finding = diagnose(recording).findings[0]
+    assert finding.code == "SLOW_VALIDATION"
+    assert finding.title.endswith("(29 ms vs 105 ms of training)"), finding.title

@@ -494,3 +494,20 @@ def test_one_retrace_is_a_second_shape_paid_once_not_a_pattern(tmp_path: Path) -
     found = [f for f in diagnosis.findings if f.code == "ONE_TIME_WORK"]
     assert all(f.severity is Severity.INFO and f.speedup is None for f in found)
     assert all("again" not in f.title for f in found)
+
+
+def test_a_wait_that_is_a_sliver_of_steps_that_retrace_is_not_input_bound(tmp_path: Path) -> None:
+    # Every step traces its function again (24 ms of its 25) and waits 0.3 ms for its batch:
+    # what is left of the steady steps is mostly wait, yet the input is 1 % of the steps.
+    environment = {"facts": {"frameworks": {"tensorflow": "2.21.0"}}}
+    run = Run(tmp_path / "r.db", duration_s=6.0, environment=environment)
+    run.phase("train", 1.0, 6.0)
+    run.steps("train", 1.0, 200, 0.025, wait_s=0.0003, pid=7)
+    for index in range(200):  # after each step's wait
+        at = 1.0 + index * 0.025 + 0.0005
+        run.event(at, "retrace", duration_ns=24_000_000, function="train_step", pid=7)
+    diagnosis = diagnose(run.close())
+    train = diagnosis.phases["train"]
+    assert train.data_wait_fraction is not None and train.data_wait_fraction > 0.2
+    codes = [f.code for f in diagnosis.findings]
+    assert "ONE_TIME_WORK" in codes and "INPUT_BOUND" not in codes

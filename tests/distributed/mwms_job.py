@@ -9,25 +9,30 @@ machine has two. Sharing both, the two workers' step with no slow input varied f
 Each worker runs a custom training loop (`strategy.run` inside a `tf.function`, the gradient
 all-reduced across the workers) over `strategy.experimental_distribute_dataset`; each replica's
 step first transforms its batch `--work` times through a 2048-wide layer of fixed weights (its
-compute: ~17 ms a step at 2 on that machine). Worker `--slow-worker` reads each batch `--read-ms`
-late (a `py_function` in its `map`), except the batches of `--free-steps` (ranges of steps from
-0, as `12-19,32-39`): those it reads free, the fix as it would run, the job's own truth of its
-fix in the same processes. Each worker writes `OUT/worker{index}.json` with the steps it ran and
-its own clock of its steady steps (from the first step's end, which traced the step function, to
-the last's, per step), and of its free steps past the first two of each range (by then the
-batches read ahead before the range are used up).
+compute: ~17 ms a step at 2 on that machine, 9-40 ms on others), or as many times as take
+`--compute-ms` on this machine (each worker times a layer; they take their mean count).
+Worker `--slow-worker` reads each batch `--read-ms` late (a `py_function` in its `map`), except
+the batches of `--free-steps` (ranges of steps from 0, as `12-19,32-39`): those it reads free,
+the fix as it would run, the job's own truth of its fix in the same processes. Each worker
+writes `OUT/worker{index}.json` with the steps it ran and its own clock of its steady steps (from
+the first step's end, which traced the step function, to the last's, per step), and of its free
+steps past the first two of each range (by then the batches read ahead before the range are used
+up).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 BATCH = 64
 
@@ -89,13 +94,14 @@ def work(args: argparse.Namespace) -> None:
     square = tf.random.stateless_normal((width, width), seed=(5, 6)) / width**0.5
     gather = tf.random.stateless_normal((width, 16), seed=(7, 8)) / width**0.5
     batches = strategy.experimental_distribute_dataset(data)
+    layers = args.work if args.compute_ms is None else _layers(strategy, square, args.compute_ms)
 
     @tf.function
     def step(batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
         def replica(b: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
             x, y = b
             hidden = tf.tanh(x @ spread)
-            for _ in range(args.work):
+            for _ in range(layers):
                 hidden = tf.tanh(hidden @ square)
             x = x + hidden @ gather
             with tf.GradientTape() as tape:
@@ -125,8 +131,28 @@ def work(args: argparse.Namespace) -> None:
         "steps": steps,
         "steady_s_per_step": steady_s,
         "free_s_per_step": sum(free_s) / len(free_s) if free_s else None,
+        "layers": layers,
     }
     (args.out / f"worker{index}.json").write_text(json.dumps(mark))
+
+
+def _layers(strategy: Any, square: Any, compute_ms: float) -> int:
+    """How many of the 2048-wide layers take about `compute_ms` on a replica's batch here: a
+    layer's median time over a few calls on this worker's core; the workers' mean count, up."""
+    import tensorflow as tf
+
+    hidden = tf.random.stateless_normal((BATCH // 2, square.shape[0]), seed=(9, 10))
+    layer = tf.function(lambda h: tf.tanh(h @ square))
+    layer(hidden)  # traced
+    times = []
+    for _ in range(9):
+        start = time.perf_counter()
+        layer(hidden).numpy()
+        times.append(time.perf_counter() - start)
+    mine = tf.constant(max(round(compute_ms / 1000 / statistics.median(times)), 1))
+    counts = strategy.run(lambda: tf.identity(mine))
+    total = int(strategy.reduce(tf.distribute.ReduceOp.SUM, counts, axis=None))
+    return math.ceil(total / strategy.num_replicas_in_sync)
 
 
 def _steps(ranges: str) -> frozenset[int]:
@@ -145,6 +171,9 @@ def main() -> None:
     parser.add_argument("--slow-worker", type=int, default=1)
     parser.add_argument("--read-ms", type=float, default=40.0)
     parser.add_argument("--work", type=int, default=2, help="compute: 2048-wide layers a step")
+    parser.add_argument(
+        "--compute-ms", type=float, help="compute: as many layers as take this long here"
+    )
     parser.add_argument("--free-steps", default="", help="steps whose slow reads are free")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()

@@ -255,3 +255,36 @@ def test_a_data_parallel_job_gets_a_rank_table_with_its_text_escaped(tmp_path: P
     assert "<img" not in section and "&lt;img src=x" in section
     # One process: no rank section at all.
     assert '<section id="ranks">' not in _page(_run(tmp_path / "one.db"))
+
+
+def test_one_time_work_and_its_retraces_are_broken_out_under_the_phase_table(
+    tmp_path: Path,
+) -> None:
+    run = Run(tmp_path / "r.db", duration_s=6, devices=[H100], environment=GPU_OK_ENV)
+    end = run.steps("train", 1.0, 100, 0.04, pid=3)
+    run.phase("train", 1.0, end)
+    for index in range(10):  # ten calls of 40 ms that traced the step again for 30 ms
+        run.event(
+            1.5 + 0.28 * index + 0.005, "retrace", duration_ns=30_000_000, function="s", pid=3
+        )
+    page = _page(run.close())
+    section = page[page.index('<section id="phases">') :]
+    section = section[: section.index("</section>")]
+    parts = "10 calls that traced or compiled the step again 300 ms"
+    assert f'<td class="num" title="{parts}">300 ms</td>' in section
+    assert (
+        '<p class="note" id="one-time">One-time work (step and data-wait figures are of the '
+        f"steady steps): &#x27;train&#x27; 300 ms ({parts})</p>"
+    ) in section
+    # Steady steps alone: no parts, no note.
+    assert 'id="one-time"' not in _page(_run(tmp_path / "steady.db"))
+
+
+def test_steps_of_tens_of_microseconds_read_in_microseconds(tmp_path: Path) -> None:
+    run = Run(tmp_path / "r.db", duration_s=3, devices=[H100], environment=GPU_OK_ENV)
+    end = run.steps("train", 1.0, 200, 0.00004)
+    run.phase("train", 1.0, end)
+    page = _page(run.close())
+    row = page[page.index('<tr data-phase="train">') :]
+    row = row[: row.index("</tr>")]
+    assert row.count('<td class="num">40 µs</td>') == 2  # step p50 and p95

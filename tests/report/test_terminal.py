@@ -195,6 +195,21 @@ def test_verdict_of_a_clean_run_without_any_gpu_says_so(tmp_path: Path) -> None:
     assert verdict(diagnosis) == "No runtime problem found (no GPU use was recorded)"
 
 
+def test_verdict_of_a_job_that_failed_before_its_first_step_says_so(tmp_path: Path) -> None:
+    # A wrong flag: the job exits with 2 before it trains; "no problem found" would be a guess.
+    run = Run(tmp_path / "r.db", duration_s=1.2, environment=GPU_OK_ENV)
+    run.writer.set_meta("exit_code", 2)
+    assert verdict(_diagnosis(run)) == (
+        "The job exited with code 2 before its first step (its own output says why)"
+    )
+    # One that trained, then failed, is diagnosed on what it ran.
+    trained = Run(tmp_path / "t.db", duration_s=4, environment=GPU_OK_ENV)
+    end = trained.steps("train", 1, 20, 0.1)
+    trained.phase("train", 1, end)
+    trained.writer.set_meta("exit_code", 1)
+    assert verdict(_diagnosis(trained)) == "No runtime problem found (no GPU use was recorded)"
+
+
 def test_one_time_work_gets_its_own_line_under_the_table(tmp_path: Path) -> None:
     run = Run(tmp_path / "r.db", duration_s=6, command=["python", "train.py"])
     t = run.steps("train", 1.3, 1, 1.5)  # 0.3 s before the first step, a 1.5 s traced step
@@ -252,3 +267,37 @@ def test_a_large_jobs_table_keeps_the_ranks_that_wait_most(tmp_path: Path) -> No
     assert len(rows) == RANK_ROWS_SHOWN and {"17", "33", "0"} <= set(rows)
     assert rows == sorted(rows, key=int)  # shown in rank order
     assert f"(+{40 - RANK_ROWS_SHOWN} more ranks: --json has every rank)" in text
+
+
+def test_steps_of_tens_of_microseconds_read_in_microseconds(tmp_path: Path) -> None:
+    # An asynchronous loop's steps are its dispatches: 40 µs reads "40 µs", not "0.0 ms".
+    run = Run(tmp_path / "r.db", duration_s=3, command=["python", "train.py"])
+    end = run.steps("train", 1.0, 200, 0.00004)
+    run.phase("train", 1.0, end)
+    diagnosis = _diagnosis(run)
+    row = next(line for line in _rendered(diagnosis, 120).splitlines() if line.startswith("train"))
+    assert "40 µs" in row and "0.0 ms" not in row
+
+
+def _stalled_run(path: Path, stall_s: float, train_steps: int) -> Run:
+    """A train phase of 10 ms steps, then an evaluation of 2 ms steps, one of which waits
+    `stall_s` for its batch: a stall, the other steps waiting nothing."""
+    run = Run(path, duration_s=1.0 + train_steps * 0.01 + 1.0, command=["python", "train.py"])
+    end = run.steps("train", 1.0, train_steps, 0.01)
+    run.phase("train", 1.0, end)
+    t = run.steps("evaluate", end, 3, 0.002)
+    t = run.steps("evaluate", t, 1, 0.002 + stall_s, wait_s=stall_s)
+    t = run.steps("evaluate", t, 3, 0.002)
+    run.phase("evaluate", end, t)
+    return run
+
+
+def test_a_stall_is_said_only_where_it_alone_held_input_bound_back(tmp_path: Path) -> None:
+    heading = "A stall, not a slow input"
+    # 0.3 s in one read of an evaluation beside 0.3 s of training: INPUT_BOUND but for the stall.
+    text = " ".join(_rendered(_diagnosis(_stalled_run(tmp_path / "a.db", 0.3, 30)), 120).split())
+    assert f"{heading} (it does not recur, so no INPUT_BOUND): 'evaluate' waited 300 ms" in text
+    # 1 ms beside 1 s of training: no finding in any case, so nothing to explain.
+    diagnosis = _diagnosis(_stalled_run(tmp_path / "b.db", 0.001, 100))
+    assert (diagnosis.phases["evaluate"].data_wait_fraction or 0) >= 0.05  # a share, yet a sliver
+    assert heading not in _rendered(diagnosis, 120)

@@ -206,12 +206,16 @@ def match_median_rank(
     run_s: float, phase: str, rank: str, lag_per_step_s: float, steps: int
 ) -> WhatIf:
     """The late rank as quick as the median rank: the others stop waiting for it at every
-    step's collective, so each steady step loses the lag (``lag_per_step_s``)."""
+    step's collective, so each steady step loses the lag (``lag_per_step_s``). A lower bound: a
+    rank late to the collectives also runs them slower than a balanced job (docs/distributed.md),
+    which no wait shows."""
     return _whatif(
         run_s,
         lag_per_step_s * steps,
         f"{rank} as quick as the median rank: {lag_per_step_s * 1000:.1f} ms of every steady "
-        f"step of '{phase}' ({steps} steps) no longer waited for; whole run by Amdahl",
+        f"step of '{phase}' ({steps} steps) no longer waited for; whole run by Amdahl; what "
+        "its late arrival costs the collectives beyond its wait is not counted, so the gain "
+        "can be larger",
     )
 
 

@@ -19,25 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from gpuwhy.hooks import (
-    backend_window,
-    core_waits,
-    emitter,
-    framework_hooks,
-    gc_pauses,
-    generator_pulls,
-    input_pipelines,
-    jax_compiles,
-    jax_steps,
-    keras_patches,
-    lightning_hooks,
-    patching,
-    sync_counting,
-    torch_compiles,
-    transformers_hooks,
-    try_fixes,
-)
+from gpuwhy.hooks import core_waits, emitter, gc_pauses, patching
 from gpuwhy.wire import ENV_BOOT, ENV_TRY
+
+# Each framework's hooks are imported when the job imports that framework, not at start-up: a
+# PyTorch job loads no Keras, TensorFlow or JAX hooks (what gpuwhy adds to a job's start-up is
+# bench/boot_cost.py's to measure).
 
 ENV_HOOKS = "GPUWHY_HOOKS"
 """Comma-separated frameworks to hook (default: all of `FRAMEWORKS`)."""
@@ -58,22 +45,44 @@ FRAMEWORKS: dict[str, tuple[str, ...]] = {
 
 def _patch_module(name: str, module: ModuleType) -> None:
     if name in ("keras", "tf_keras"):
+        from gpuwhy.hooks import keras_patches
+
         keras_patches.install(module)
     elif name == "tensorflow":
+        from gpuwhy.hooks import backend_window, framework_hooks
+
         framework_hooks.install_tensorflow()
         backend_window.follow_plain_loops("tensorflow")
     elif name == "torch":
+        from gpuwhy.hooks import framework_hooks, generator_pulls
+
         framework_hooks.install_torch()
         generator_pulls.install()  # optimizer steps bound a plain loop's steps
     elif name == "torch._dynamo.callback":
+        from gpuwhy.hooks import torch_compiles
+
         torch_compiles.install(module)
     elif name == "transformers.trainer":
+        from gpuwhy.hooks import transformers_hooks
+
         transformers_hooks.install(module)
     elif name == "accelerate.data_loader":
+        from gpuwhy.hooks import framework_hooks
+
         framework_hooks.install_accelerate(module)
     elif name in FRAMEWORKS["lightning"]:
+        from gpuwhy.hooks import lightning_hooks
+
         lightning_hooks.install(module)
     elif name == "jax":
+        from gpuwhy.hooks import (
+            backend_window,
+            generator_pulls,
+            jax_compiles,
+            jax_steps,
+            sync_counting,
+        )
+
         sync_counting.install_jax()
         jax_steps.install()
         jax_compiles.install()
@@ -136,6 +145,8 @@ def _patch_after_exec(loader: Any, fullname: str) -> None:
 
 
 def _try_fixes(name: str, module: ModuleType) -> None:
+    from gpuwhy.hooks import try_fixes
+
     if name in ("keras", "tf_keras"):
         try_fixes.install_keras(module)
     elif name == "tensorflow":
@@ -211,6 +222,11 @@ def uninstall() -> None:
     patching.undo_all()
     gc_pauses.uninstall()
     core_waits.uninstall()
-    generator_pulls.uninstall()
-    jax_steps.uninstall()
-    input_pipelines.forget()
+    for name, forget in (
+        ("generator_pulls", "uninstall"),
+        ("jax_steps", "uninstall"),
+        ("input_pipelines", "forget"),
+    ):
+        loaded = sys.modules.get(f"gpuwhy.hooks.{name}")  # not imported: nothing to undo
+        if loaded is not None:
+            getattr(loaded, forget)()

@@ -22,8 +22,6 @@ from gpuwhy.hooks import (
     patching,
     profile_window,
     sync_counting,
-    tf_traces,
-    tfdata_wait,
     tracker,
     worker_handover,
 )
@@ -34,6 +32,8 @@ _window: profile_window.TorchWindow | None = None  # `gpuwhy run --profile`: set
 def install_tensorflow() -> None:
     """Time Python iteration over tf.data datasets (`for batch in dataset`, `next(iterator)`);
     count host reads of device tensors."""
+    from gpuwhy.hooks import tf_traces, tfdata_wait  # TensorFlow's only: not in a torch job
+
     sync_counting.install_tensorflow()
     tf_traces.install()
     iterator_ops = sys.modules.get("tensorflow.python.data.ops.iterator_ops")

@@ -92,10 +92,11 @@ def start(generator: CodeType, loop: CodeType) -> None:
     global _trial, _token
     trial = _trial = _Trial(generator, loop)
     token = _token = object()
+    setprofile = sys.setprofile  # held: at exit this module's globals may be gone before it
 
     def count(frame: FrameType, event: str, arg: Any) -> None:
         if token is not _token:
-            sys.setprofile(None)
+            setprofile(None)
             return
         trial.events += 1
 
@@ -204,11 +205,12 @@ def _watch(trial: _Trial, token: object | None) -> Profile:
     """The profile function that times the loop's resumes of its generator, and nothing else."""
     generator, loop = trial.generator, trial.loop
     reading: tuple[int, int, int] | None = None  # (generator frame's id, request, busy bits)
+    setprofile = sys.setprofile  # held: at exit this module's globals may be gone before it
 
     def watch(frame: FrameType, event: str, arg: Any) -> None:
         nonlocal reading
-        if token is not _token:
-            sys.setprofile(None)
+        if token is not _token:  # (at exit `_token` may read None: the watch removes itself)
+            setprofile(None)
             return
         if frame.f_code is not generator:
             return

@@ -33,17 +33,22 @@ def start_search(seen: Callable[[CodeType, FrameType], bool]) -> bool:
     if sys.getprofile() is not None:
         return False
     token = _search = object()
+    getprofile, setprofile = sys.getprofile, sys.setprofile  # held: at exit `sys` may be gone
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
         if event != "call":
             return
+        if token is not _search:  # ended (at exit `_search` may read None: it ends too)
+            if getprofile() is profile:
+                setprofile(None)
+            return
         try:
-            done = token is not _search or seen(frame.f_code, frame)
+            done = seen(frame.f_code, frame)
         except Exception as error:  # never into the user's loop
             emitter.report_once("generator", f"generator search failed: {error!r}")
             done = True
-        if done and sys.getprofile() is profile:
-            sys.setprofile(None)
+        if done and getprofile() is profile:
+            setprofile(None)
 
     sys.setprofile(profile)
     return True

@@ -22,8 +22,9 @@ from rich.text import Text
 
 from gpuwhy.analysis import Diagnosis, PhaseStats
 from gpuwhy.analysis.ranks import RankPhase
-from gpuwhy.analysis.rules.input_bound import MODERATE_FRACTION, one_stall, others_wait_fraction
+from gpuwhy.analysis.rules.input_bound import held_back_as_stall, others_wait_fraction
 from gpuwhy.model import Finding, Severity
+from gpuwhy.report import one_time
 from gpuwhy.report.verdict import environment_problems, verdict
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -34,6 +35,8 @@ _INDENT = 3
 def _seconds(value: float | None) -> str:
     if value is None:
         return "–"
+    if 0 < value < 0.0001:  # an asynchronous step's dispatch: tens of µs, not "0.0 ms"
+        return f"{value * 1e6:.0f} µs"
     if value < 1:
         return f"{value * 1000:.1f} ms" if value < 0.1 else f"{value * 1000:.0f} ms"
     return f"{value:.1f} s"
@@ -186,55 +189,13 @@ def _rank_section(diagnosis: Diagnosis, console: Console) -> None:
         _wrapped(console, Text(f"(+{hidden} more ranks: --json has every rank)", style="dim"))
 
 
-ONE_TIME_SHOWN = 0.05
-"""One-time work is listed under the table from 5 % of a phase (XProf's moderate band): below,
-it changes no figure a reader would act on."""
-_NEGLIGIBLE_S = 0.0005  # a part shorter than this would print as "0.0 ms"-ish noise
-
-
-def _one_time_line(phases: Mapping[str, PhaseStats]) -> str:
-    """The phases' one-time work, apart from the steady steps that the step figures describe."""
-    parts = []
-    for phase in phases.values():
-        if phase.is_pseudo or not phase.steps or phase.time_s <= 0:
-            continue
-        if phase.one_time_s < ONE_TIME_SHOWN * phase.time_s:
-            continue
-        detail = []
-        if phase.cold_round_steps:
-            detail.append(
-                f"a first round of {phase.cold_round_steps} steps slower than the later ones "
-                f"{_seconds(phase.cold_round_s)}"
-            )
-        if phase.warmup_steps:
-            noun = "step" if phase.warmup_steps == 1 else "steps"
-            detail.append(f"{phase.warmup_steps} warm-up {noun} {_seconds(phase.warmup_s)}")
-        if phase.lead_in_s >= _NEGLIGIBLE_S:
-            detail.append(f"before the first step {_seconds(phase.lead_in_s)}")
-        if phase.input_end_s >= _NEGLIGIBLE_S:
-            detail.append(f"waiting for the input to end {_seconds(phase.input_end_s)}")
-        if phase.retraces:
-            noun = "call" if phase.retraces == 1 else "calls"
-            detail.append(
-                f"{phase.retraces} {noun} that traced or compiled the step again "
-                f"{_seconds(phase.retraced_s)}"
-            )
-        text = f"'{phase.name}' {_seconds(phase.one_time_s)}"
-        parts.append(text + (f" ({', '.join(detail)})" if detail else ""))
-    if not parts:
-        return ""
-    return "One-time work (step and data-wait figures are of the steady steps): " + "; ".join(parts)
-
-
-def _stall_line(phases: Mapping[str, PhaseStats]) -> str:
+def _stall_line(diagnosis: Diagnosis) -> str:
     """Phases whose steady wait is one step's stall: their data-wait share is no input too slow
-    for its steps, and INPUT_BOUND was held back (rules/input_bound.py)."""
+    for its steps, and INPUT_BOUND was held back for that alone (rules/input_bound.py)."""
     parts = []
-    for phase in phases.values():
-        fraction = phase.data_wait_fraction
-        if phase.is_pseudo or fraction is None or fraction < MODERATE_FRACTION:
-            continue
-        if not one_stall(phase):
+    phases = list(diagnosis.phases.values())
+    for phase in phases:
+        if not held_back_as_stall(phase, phases, diagnosis.duration_s):
             continue
         collected = (
             f" (full garbage collections held {_seconds(phase.steady_wait_gc_s)} of its wait)"
@@ -382,7 +343,7 @@ def render(diagnosis: Diagnosis, console: Console) -> None:
         _wrapped(console, Text(_nodes_line(nodes), style="dim"))
     _wrapped(console, Text("Verdict: ", style="bold").append(verdict(diagnosis)))
     _wrapped(console, _phase_table(diagnosis.phases))
-    for note in (_one_time_line(diagnosis.phases), _stall_line(diagnosis.phases)):
+    for note in (one_time.line(diagnosis.phases, _seconds), _stall_line(diagnosis)):
         if note:
             _wrapped(console, Text(note, style="dim"))
     _blind_spot_lines(diagnosis, console)

@@ -87,8 +87,15 @@ def verdict(diagnosis: Diagnosis) -> str:
         busy = gpu_busy(diagnosis)
         if busy is not None:
             parts.append(busy)
+    stepped = any(p.steps for p in diagnosis.phases.values())
+    failed = diagnosis.exit_code not in (None, 0)
     if top is not None and top.severity is not Severity.INFO:
         parts.append(_headline(top))
+    elif failed and not stepped:  # nothing ran to diagnose: "no problem" would be a guess
+        parts.append(
+            f"the job exited with code {diagnosis.exit_code} before its first step "
+            "(its own output says why)"
+        )
     elif _not_seen_inside(diagnosis):
         parts.append("the job was not seen inside: gpuwhy's hooks did not load in it")
     elif not parts:
@@ -97,7 +104,8 @@ def verdict(diagnosis: Diagnosis) -> str:
         # Info findings are hints (GPU_BOUND: the healthy case's mixed precision, XLA...).
         hints = sum(1 for f in diagnosis.findings if f.severity is Severity.INFO)
         parts.append("no runtime problem found" + (f" ({_hints(hints)})" if hints else ""))
-    return "; ".join(parts)
+    text = "; ".join(parts)
+    return text[:1].upper() + text[1:]  # a sentence, whichever part leads
 
 
 def _not_seen_inside(diagnosis: Diagnosis) -> bool:

@@ -29,9 +29,11 @@ def with_code(text: str) -> str:
 
 
 def seconds(value: float | None) -> str:
-    """1.2 ms, 340 ms, 12.5 s, 1 h 02 min."""
+    """25 µs, 1.2 ms, 340 ms, 12.5 s, 1 h 02 min."""
     if value is None or not math.isfinite(value):
         return "–"
+    if 0 < value < 0.0001:  # an asynchronous step's dispatch: tens of µs, not "0.0 ms"
+        return f"{value * 1e6:.0f} µs"
     if value < 0.1:
         return f"{value * 1000:.1f} ms"
     if value < 1:

@@ -14,6 +14,7 @@ from gpuwhy.analysis import Diagnosis, PhaseStats
 from gpuwhy.analysis.ranks import RankPhase
 from gpuwhy.model import Finding
 from gpuwhy.redact import redact_command
+from gpuwhy.report import one_time
 from gpuwhy.report.html.format import esc, evidence_rows, percent, seconds, with_code
 from gpuwhy.report.html.phases import phase_colors
 from gpuwhy.report.verdict import verdict
@@ -82,6 +83,15 @@ def _gpu_use(values: Mapping[int, float] | None, scale: float, unit: str) -> str
     return "".join(lines) or "–"
 
 
+def _one_time_cell(phase: PhaseStats) -> str:
+    """The phase's one-time seconds; its parts (warm-up, retraces...) as the cell's tooltip."""
+    if not phase.steps:
+        return '<td class="num"></td>'
+    detail = "; ".join(one_time.parts(phase, seconds))
+    tip = f' title="{esc(detail)}"' if detail else ""
+    return f'<td class="num"{tip}>{esc(seconds(phase.one_time_s))}</td>'
+
+
 def _phase_row(phase: PhaseStats, color: str) -> str:
     steps = phase.steps or ""
     cells = [
@@ -90,7 +100,7 @@ def _phase_row(phase: PhaseStats, color: str) -> str:
         f'<td class="num">{esc(seconds(phase.time_s))}</td>',
         f'<td class="num share">{_bar(phase.share, color)}{esc(percent(phase.share))}</td>',
         f'<td class="num">{esc(steps)}</td>',
-        f'<td class="num">{esc(seconds(phase.one_time_s)) if phase.steps else ""}</td>',
+        _one_time_cell(phase),
         f'<td class="num">{esc(seconds(phase.step_time_p50_s)) if phase.steps else ""}</td>',
         f'<td class="num">{esc(seconds(phase.step_time_p95_s)) if phase.steps else ""}</td>',
         f'<td class="num">{esc(percent(phase.data_wait_fraction))}</td>',
@@ -124,12 +134,19 @@ def phases(diagnosis: Diagnosis) -> str:
         '<section id="phases"><h2>Phases</h2>'
         '<p class="hint">GPU use is the mean over each phase\'s time, per GPU (NVML index); '
         "“one-time” is the phase's time outside its steady steps (warm-up steps: tracing, "
-        "compiling, input start-up; time before the first step and after the last); step times "
-        "and “data wait”, the share of time the steps waited for input, are of the steady steps; "
-        "“other” is run time no phase covers (start-up, imports, saving).</p>"
+        "compiling, input start-up; calls that traced or compiled the step again; time before the "
+        "first step and after the last); step times and “data wait”, the share of time the steps "
+        "waited for input, are of the steady steps; “other” is run time no phase covers "
+        "(start-up, imports, saving).</p>"
         f'<div class="scroll"><table class="phases"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table></div></section>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>{_one_time_note(diagnosis)}</section>"
     )
+
+
+def _one_time_note(diagnosis: Diagnosis) -> str:
+    """Under the table, as in the terminal: each phase's one-time work, where it is large."""
+    text = one_time.line(diagnosis.phases, seconds)
+    return f'<p class="note" id="one-time">{esc(text)}</p>' if text else ""
 
 
 def _rank_row(row: RankPhase) -> str:
