@@ -56,12 +56,15 @@ def remove_wait(run_s: float, wait_s: float, phase: str) -> WhatIf:
 def trace_once(run_s: float, phase: str, retraced_s: float, retraces: int) -> WhatIf:
     """Each step function traced and compiled once (tensors or arrays for changing values,
     fixed or dynamic shapes): the calls that did it again take a step's time, no more
-    (analysis/steady.py)."""
+    (analysis/steady.py). A lower bound: the framework keeps every function it traced until
+    the job exits, and freeing them then takes time after the last step that no span covers
+    (TensorFlow: 239 retraces, ~0.7 s more at exit; docs/findings.md, ONE_TIME_WORK)."""
     return _whatif(
         run_s,
         retraced_s,
         f"{retraces} calls that traced or compiled a step function again in '{phase}' "
-        f"({retraced_s:.2f} s) removed; whole run by Amdahl",
+        f"({retraced_s:.2f} s) removed; whole run by Amdahl; freeing the functions they made "
+        "when the job exits is not counted, so the gain can be larger",
     )
 
 
