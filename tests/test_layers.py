@@ -18,6 +18,7 @@ LAYER: dict[str, float] = {
     "rank_identity": 0,  # a process's rank, from its launcher's environment
     "warmup": 0,  # what counts as warm-up, for the analysis and the live line
     "cores": 0,  # the cores a process may use (affinity, container quota)
+    "durations": 0,  # a time as the reports and the findings' titles write it
     "wire": 0.5,  # the job-to-run protocol speaks in model records
     "env": 1,
     "telemetry": 1,

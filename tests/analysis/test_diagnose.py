@@ -184,4 +184,4 @@ def test_a_short_validation_reads_in_milliseconds_in_the_title(tmp_path: Path) -
     with run.close() as recording:
         finding = diagnose(recording).findings[0]
     assert finding.code == "SLOW_VALIDATION"
-    assert finding.title.endswith("(29 ms vs 105 ms of training)"), finding.title
+    assert finding.title.endswith("(29.0 ms vs 105 ms of training)"), finding.title

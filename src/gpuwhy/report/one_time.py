@@ -7,9 +7,10 @@ that traced or compiled the step again) is told apart, each part with its time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from gpuwhy.analysis import PhaseStats
+from gpuwhy.durations import seconds
 
 ONE_TIME_SHOWN = 0.05
 """One-time work is listed from 5 % of a phase (XProf's moderate band): below, it changes no
@@ -17,10 +18,8 @@ figure a reader would act on."""
 NEGLIGIBLE_S = 0.0005  # a part shorter than this would print as "0.0 ms"-ish noise
 HEADING = "One-time work (step and data-wait figures are of the steady steps): "
 
-Seconds = Callable[[float], str]
 
-
-def parts(phase: PhaseStats, seconds: Seconds) -> list[str]:
+def parts(phase: PhaseStats) -> list[str]:
     """Each kind of one-time work the phase holds, with its time."""
     found = []
     if phase.cold_round_steps:
@@ -51,14 +50,14 @@ def shown(phase: PhaseStats) -> bool:
     return phase.one_time_s >= ONE_TIME_SHOWN * phase.time_s
 
 
-def describe(phase: PhaseStats, seconds: Seconds) -> str:
+def describe(phase: PhaseStats) -> str:
     """ "'train' 1.8 s (1 warm-up step 1.5 s, before the first step 300 ms)"."""
-    detail = parts(phase, seconds)
+    detail = parts(phase)
     text = f"'{phase.name}' {seconds(phase.one_time_s)}"
     return text + (f" ({', '.join(detail)})" if detail else "")
 
 
-def line(phases: Mapping[str, PhaseStats], seconds: Seconds) -> str:
+def line(phases: Mapping[str, PhaseStats]) -> str:
     """The phases whose one-time work is shown, in one line; "" where none is."""
-    described = [describe(phase, seconds) for phase in phases.values() if shown(phase)]
+    described = [describe(phase) for phase in phases.values() if shown(phase)]
     return HEADING + "; ".join(described) if described else ""

@@ -23,6 +23,7 @@ from rich.text import Text
 from gpuwhy.analysis import Diagnosis, PhaseStats
 from gpuwhy.analysis.ranks import RankPhase
 from gpuwhy.analysis.rules.input_bound import held_back_as_stall, others_wait_fraction
+from gpuwhy.durations import seconds
 from gpuwhy.model import Finding, Severity
 from gpuwhy.report import one_time
 from gpuwhy.report.verdict import environment_problems, verdict
@@ -30,16 +31,6 @@ from gpuwhy.report.verdict import environment_problems, verdict
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _MAX_EVIDENCE = 6  # items shown per finding; the JSON report has them all
 _INDENT = 3
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if 0 < value < 0.0001:  # an asynchronous step's dispatch: tens of µs, not "0.0 ms"
-        return f"{value * 1e6:.0f} µs"
-    if value < 1:
-        return f"{value * 1000:.1f} ms" if value < 0.1 else f"{value * 1000:.0f} ms"
-    return f"{value:.1f} s"
 
 
 def _pct(value: float | None) -> str:
@@ -97,11 +88,11 @@ def _phase_table(phases: Mapping[str, PhaseStats]) -> Table:
     for phase in phases.values():
         table.add_row(
             Text(phase.name),  # a Text: a phase named "[x]" is not read as markup
-            _seconds(phase.time_s),
+            seconds(phase.time_s),
             _pct(phase.share),
             str(phase.steps) if phase.steps else "",
-            _seconds(phase.step_time_p50_s) if phase.steps else "",
-            _seconds(phase.step_time_p95_s) if phase.steps else "",
+            seconds(phase.step_time_p50_s) if phase.steps else "",
+            seconds(phase.step_time_p95_s) if phase.steps else "",
             _pct(phase.data_wait_fraction),
             _util(phase.gpu_util_pct),
             style="dim" if phase.is_pseudo else None,
@@ -144,9 +135,9 @@ def _rank_table(rows: Sequence[RankPhase]) -> Table:
             Text(row.label),
             Text(row.host or ""),
             str(row.steps),
-            _seconds(row.step_time_p50_s),
-            _seconds(row.step_time_p95_s),
-            _seconds(row.wait_per_step_s),
+            seconds(row.step_time_p50_s),
+            seconds(row.step_time_p95_s),
+            seconds(row.wait_per_step_s),
             _pct(row.wait_fraction),
             gpu,
         )
@@ -198,12 +189,12 @@ def _stall_line(diagnosis: Diagnosis) -> str:
         if not held_back_as_stall(phase, phases, diagnosis.duration_s):
             continue
         collected = (
-            f" (full garbage collections held {_seconds(phase.steady_wait_gc_s)} of its wait)"
+            f" (full garbage collections held {seconds(phase.steady_wait_gc_s)} of its wait)"
             if phase.steady_wait_gc_s > 0
             else ""
         )
         parts.append(
-            f"'{phase.name}' waited {_seconds(phase.steady_wait_longest_s)} in one step, its "
+            f"'{phase.name}' waited {seconds(phase.steady_wait_longest_s)} in one step, its "
             f"other steady steps {_pct(others_wait_fraction(phase))} of their time{collected}"
         )
     if not parts:
@@ -343,7 +334,7 @@ def render(diagnosis: Diagnosis, console: Console) -> None:
         _wrapped(console, Text(_nodes_line(nodes), style="dim"))
     _wrapped(console, Text("Verdict: ", style="bold").append(verdict(diagnosis)))
     _wrapped(console, _phase_table(diagnosis.phases))
-    for note in (one_time.line(diagnosis.phases, _seconds), _stall_line(diagnosis)):
+    for note in (one_time.line(diagnosis.phases), _stall_line(diagnosis)):
         if note:
             _wrapped(console, Text(note, style="dim"))
     _blind_spot_lines(diagnosis, console)

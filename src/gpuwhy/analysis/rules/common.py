@@ -18,14 +18,6 @@ def r(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def duration(seconds: float) -> str:
-    """A time for a finding's title: "29 ms" below a second (where "0.0 s" would say nothing),
-    "1.4 s" above."""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms" if seconds >= 0.01 else f"{seconds * 1000:.1f} ms"
-    return f"{seconds:.1f} s"
-
-
 def used_stats(ctx: RunContext, window: str) -> dict[int, GpuWindowStats]:
     """Readings of the job's GPUs during a window (all GPUs where the job cannot be attributed)."""
     used = set(ctx.used_devices())

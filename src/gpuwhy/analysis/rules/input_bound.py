@@ -122,6 +122,10 @@ def one_stall(phase: PhaseStats) -> bool:
     return others is not None and others < MODERATE_FRACTION
 
 
+def _run_fraction(cost_s: float, duration_s: float) -> float:
+    return cost_s / duration_s if duration_s > 0 else 0.0
+
+
 def material(
     phase: PhaseStats, share: float, cost_s: float, duration_s: float, steady_run_s: float
 ) -> bool:
@@ -131,8 +135,9 @@ def material(
     if share < MODERATE_FRACTION:
         return False
     few_steps = phase.steps < FEWEST_STEADY_STEPS
-    run_fraction = cost_s / duration_s if duration_s > 0 else 0.0
-    if (few_steps or share < HIGH_FRACTION) and run_fraction < MODERATE_FRACTION:
+    if (few_steps or share < HIGH_FRACTION) and _run_fraction(
+        cost_s, duration_s
+    ) < MODERATE_FRACTION:
         return False
     if steady_run_s <= 0 or cost_s < MODERATE_FRACTION * steady_run_s:
         return False
@@ -169,14 +174,13 @@ def check(ctx: RunContext) -> list[Finding]:
         if not core_s and one_stall(phase):
             continue
         high = share >= HIGH_FRACTION
-        run_fraction = cost_s / ctx.duration_s if ctx.duration_s > 0 else 0.0
         steady_run_fraction = cost_s / steady_run_s
         est = whatif.remove_wait(ctx.duration_s, cost_s, phase.name)
         evidence: dict[str, Any] = {
             "phase": phase.name,
             "data_wait_fraction": r(fraction),
             "data_wait_s": r(wait_s),
-            "run_wait_fraction": r(run_fraction),
+            "run_wait_fraction": r(_run_fraction(cost_s, ctx.duration_s)),
             "phase_speedup": whatif.phase_speedup(steady_s, cost_s),
             "phase_time_s": r(phase.time_s),
             "steady_time_s": r(steady_s),

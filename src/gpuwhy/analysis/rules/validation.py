@@ -12,7 +12,8 @@ from __future__ import annotations
 from gpuwhy.analysis import whatif
 from gpuwhy.analysis.context import RunContext
 from gpuwhy.analysis.framework import pick
-from gpuwhy.analysis.rules.common import duration, r
+from gpuwhy.analysis.rules.common import r
+from gpuwhy.durations import seconds
 from gpuwhy.model import Finding, Severity
 
 VALIDATION = "validation"
@@ -80,7 +81,7 @@ def check(ctx: RunContext) -> list[Finding]:
             severity=Severity.WARNING,
             title=(
                 f"Validation takes {share:.0%} of the training loop "
-                f"({duration(validation.time_s)} vs {duration(train.time_s)} of training)"
+                f"({seconds(validation.time_s)} vs {seconds(train.time_s)} of training)"
             ),
             evidence=evidence,
             fix=pick(ctx.framework, FIXES),

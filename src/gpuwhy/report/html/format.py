@@ -12,6 +12,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from gpuwhy.durations import seconds as seconds  # the sections call it from here
+
 _MAX_VALUE_CHARS = 400  # evidence values are numbers and short facts; cap what a page repeats
 
 
@@ -26,25 +28,6 @@ def with_code(text: str) -> str:
     if len(parts) % 2 == 0:  # an unpaired backtick: show the text as written
         return esc(text)
     return "".join(f"<code>{esc(p)}</code>" if i % 2 else esc(p) for i, p in enumerate(parts))
-
-
-def seconds(value: float | None) -> str:
-    """25 µs, 1.2 ms, 340 ms, 12.5 s, 1 h 02 min."""
-    if value is None or not math.isfinite(value):
-        return "–"
-    if 0 < value < 0.0001:  # an asynchronous step's dispatch: tens of µs, not "0.0 ms"
-        return f"{value * 1e6:.0f} µs"
-    if value < 0.1:
-        return f"{value * 1000:.1f} ms"
-    if value < 1:
-        return f"{value * 1000:.0f} ms"
-    if value < 120:
-        return f"{value:.1f} s"
-    minutes, secs = divmod(round(value), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 def percent(fraction: float | None, digits: int = 0) -> str:

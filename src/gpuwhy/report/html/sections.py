@@ -87,7 +87,7 @@ def _one_time_cell(phase: PhaseStats) -> str:
     """The phase's one-time seconds; its parts (warm-up, retraces...) as the cell's tooltip."""
     if not phase.steps:
         return '<td class="num"></td>'
-    detail = "; ".join(one_time.parts(phase, seconds))
+    detail = "; ".join(one_time.parts(phase))
     tip = f' title="{esc(detail)}"' if detail else ""
     return f'<td class="num"{tip}>{esc(seconds(phase.one_time_s))}</td>'
 
@@ -145,7 +145,7 @@ def phases(diagnosis: Diagnosis) -> str:
 
 def _one_time_note(diagnosis: Diagnosis) -> str:
     """Under the table, as in the terminal: each phase's one-time work, where it is large."""
-    text = one_time.line(diagnosis.phases, seconds)
+    text = one_time.line(diagnosis.phases)
     return f'<p class="note" id="one-time">{esc(text)}</p>' if text else ""
 
 
