@@ -65,6 +65,8 @@ export GPUWHY_TEST_ENVS="$PWD/.venvs"
 # what it missed: a long log shown by its tail still names them all.
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
+# One probe cache for every pass and worker (tests/conftest.py), as a user has one per machine.
+export GPUWHY_TEST_CACHE_DIR="$logs/probe-cache"
 select="not timing"
 [ "$fast" = 1 ] && select="not slow and not timing"
 status=0

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from gpuwhy.runtime.environment import EnvironmentProbe, is_python, job_interpreter
+from gpuwhy.recording import Recording
+from gpuwhy.runtime.environment import (
+    NOTICE_AFTER_S,
+    EnvironmentProbe,
+    is_python,
+    job_interpreter,
+)
 
 
 def _executable(path: Path, text: str) -> Path:
@@ -83,3 +91,52 @@ def test_an_unfinished_probe_is_killed_with_its_children(tmp_path: Path) -> None
     assert probe._process is not None
     with pytest.raises(ProcessLookupError):
         os.killpg(probe._process.pid, 0)  # the whole probe group is gone
+
+
+def test_a_long_wait_at_the_jobs_end_is_said_once(tmp_path: Path) -> None:
+    slow = _executable(tmp_path / "python3", "#!/bin/sh\nsleep 3\n")  # answers nothing, late
+    probe = EnvironmentProbe(str(slow), timeout_s=30)
+    probe.start()
+    said: list[float] = []
+    started = time.monotonic()
+    probe.finish(wait_s=30, on_slow=lambda: said.append(time.monotonic() - started))
+    assert len(said) == 1 and NOTICE_AFTER_S <= said[0] < 3, said
+
+
+def test_a_signal_at_the_jobs_end_skips_the_probe_and_says_so(tmp_path: Path) -> None:
+    slow = _executable(tmp_path / "python3", "#!/bin/sh\nsleep 30\n")
+    probe = EnvironmentProbe(str(slow), timeout_s=30)
+    probe.start()
+    hurry = threading.Event()
+    hurry.set()  # Ctrl-C once the job had ended (FinishGuard)
+    started = time.monotonic()
+    assert probe.finish(cancel=hurry) is None
+    assert time.monotonic() - started < 5
+    assert probe.error == "environment probe stopped at the job's end by a signal"
+
+
+@pytest.mark.slow
+def test_a_job_shorter_than_a_cold_probe_still_gets_its_facts_and_warms_the_cache(
+    tmp_path: Path,
+) -> None:
+    """The quick check a user runs first (`python -c ...`) ends long before its interpreter's
+    frameworks are probed from cold: the run waits for the probe, records its facts and stores
+    them, so the next run reads them from the cache. Killed at the job's end, the probe stored
+    nothing, and every such run waited, probed from cold again and recorded no facts."""
+    env = {**os.environ, "GPUWHY_CACHE_DIR": str(tmp_path / "cache")}
+    facts = []
+    for run in ("cold", "warm"):
+        record = tmp_path / f"{run}.gpuwhy.db"
+        done = subprocess.run(
+            [sys.executable, "-m", "gpuwhy", "run", "--record", str(record), "--",
+             sys.executable, "-c", "pass"],
+            capture_output=True, text=True, timeout=120, env=env, check=False, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        with Recording.open(record) as recording:
+            assert "environment_error" not in recording.meta, recording.meta
+            facts.append(recording.meta["environment"]["facts"])
+    assert [f["collected"]["frameworks_cached"] for f in facts] == [False, True]
+    assert facts[1]["frameworks"] == facts[0]["frameworks"]
+    assert facts[0]["frameworks"], "this interpreter has frameworks to probe"
+    assert list((tmp_path / "cache").glob("frameworks-*.json"))

@@ -30,6 +30,12 @@ OnStarted = Callable[[Session], Callable[[], None] | None]
 """Called once the job runs (e.g. to start the live line); may return a function to call at exit."""
 
 
+PROBE_WAIT_NOTE = (
+    "reading the job's Python environment, once: its answers are kept for the next runs "
+    "(Ctrl-C goes on without them)"
+)
+
+
 @dataclass(frozen=True)
 class JobOptions:
     command: Sequence[str]
@@ -140,7 +146,11 @@ def run_job(
         if started:
             session.put(Event(exited_ns, "child_exited", "command ended", {"exit_code": exit_code}))
         if probe is not None:
-            result = probe.finish(options.environment_wait_s, cancel=hurry)
+            result = probe.finish(
+                options.environment_wait_s,
+                cancel=hurry,
+                on_slow=lambda: _say(message_fd, PROBE_WAIT_NOTE),
+            )
             if result is not None:
                 session.set_meta("environment", result)
             else:
