@@ -135,9 +135,8 @@ def material(
     if share < MODERATE_FRACTION:
         return False
     few_steps = phase.steps < FEWEST_STEADY_STEPS
-    if (few_steps or share < HIGH_FRACTION) and _run_fraction(
-        cost_s, duration_s
-    ) < MODERATE_FRACTION:
+    run_fraction = _run_fraction(cost_s, duration_s)
+    if (few_steps or share < HIGH_FRACTION) and run_fraction < MODERATE_FRACTION:
         return False
     if steady_run_s <= 0 or cost_s < MODERATE_FRACTION * steady_run_s:
         return False
