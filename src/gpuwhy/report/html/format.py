@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from gpuwhy.durations import seconds as seconds  # the sections call it from here
+from gpuwhy.durations import seconds
 
 _MAX_VALUE_CHARS = 400  # evidence values are numbers and short facts; cap what a page repeats
 

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuwhy.analysis.kernels.diagnosis import KernelReport
-from gpuwhy.report.html.format import esc, percent, seconds
+from gpuwhy.durations import seconds
+from gpuwhy.report.html.format import esc, percent
 
 KERNELS_ELEMENT_ID = "gpuwhy-kernels"
 CHART_W, CHART_H = 900, 90

@@ -13,7 +13,8 @@ from typing import Any
 
 from gpuwhy._version import __version__
 from gpuwhy.analysis import DeviceStats, Diagnosis
-from gpuwhy.report.html.format import esc, number, percent, seconds, size
+from gpuwhy.durations import seconds
+from gpuwhy.report.html.format import esc, number, percent, size
 from gpuwhy.report.html.sections import command_text
 
 

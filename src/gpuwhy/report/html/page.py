@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuwhy.analysis import Diagnosis
+from gpuwhy.durations import seconds
 from gpuwhy.errors import UsageError
-from gpuwhy.report.html.format import esc, seconds
+from gpuwhy.report.html.format import esc
 from gpuwhy.report.html.kernel_lanes import kernel_lanes
 from gpuwhy.report.html.kernel_section import KERNELS_ELEMENT_ID, rank_sections
 from gpuwhy.report.html.meta import run_section

@@ -12,10 +12,11 @@ from collections.abc import Mapping, Sequence
 
 from gpuwhy.analysis import Diagnosis, PhaseStats
 from gpuwhy.analysis.ranks import RankPhase
+from gpuwhy.durations import seconds
 from gpuwhy.model import Finding
 from gpuwhy.redact import redact_command
 from gpuwhy.report import one_time
-from gpuwhy.report.html.format import esc, evidence_rows, percent, seconds, with_code
+from gpuwhy.report.html.format import esc, evidence_rows, percent, with_code
 from gpuwhy.report.html.phases import phase_colors
 from gpuwhy.report.verdict import verdict
 

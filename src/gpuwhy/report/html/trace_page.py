@@ -14,7 +14,8 @@ import os
 from collections.abc import Sequence
 
 from gpuwhy.analysis import Diagnosis
-from gpuwhy.report.html.format import esc, seconds
+from gpuwhy.durations import seconds
+from gpuwhy.report.html.format import esc
 from gpuwhy.report.html.kernel_lanes import kernel_lanes
 from gpuwhy.report.html.kernel_section import rank_sections
 from gpuwhy.report.html.page import asset, csp, kernels_block, script_json, write_page_text
