@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpuwhy.hooks import iterators, tracker
+from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST, CHECKED
 from gpuwhy.hooks.completion import last_array
 from hooks.test_hooks_sync_path import gpuwhy_run
 from support import framework_env
@@ -78,6 +80,38 @@ def test_the_last_array_of_a_step_s_outputs_is_its_loss() -> None:
     assert last_array((loss, 3.0, "text")) is loss
     assert last_array((1, "no array", None)) is None
     assert last_array(np.zeros(3)) is None  # NumPy has no asynchronous result
+
+
+@pytest.mark.parametrize(
+    ("answers", "asked", "bits"),
+    [
+        ([True], 1, CHECKED),  # done at the request: done at the delivery, not asked again
+        ([False, True], 2, CHECKED | BUSY_AT_REQUEST),  # it finished during the pull
+        ([False, False], 2, CHECKED | BUSY_AT_REQUEST | BUSY_AT_DELIVERY),  # hidden behind it
+        ([RuntimeError("deleted")] * 2, 2, 0),  # a check that fails tells nothing
+    ],
+)
+def test_a_pull_asks_whether_the_step_is_done_again_only_while_it_runs(
+    monkeypatch: pytest.MonkeyPatch, answers: list[object], asked: int, bits: int
+) -> None:
+    pulls: list[int] = []
+    monkeypatch.setattr(tracker, "pull_in", lambda *args: pulls.append(args[-1]))
+    calls: list[object] = []
+
+    def step_done() -> bool:
+        answer = answers[min(len(calls), len(answers) - 1)]
+        calls.append(answer)
+        if isinstance(answer, Exception):
+            raise answer
+        return bool(answer)
+
+    tracker.state().step_done = step_done
+    try:
+        assert iterators.timed_next(next, iter([1])) == 1
+    finally:
+        tracker.reset()
+    assert pulls == [bits]
+    assert len(calls) == asked
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ wait from `max(request, previous execution done)`; for a loop bounded by compile
 (jax_steps.py) the "done" comes from here:
 
 - the step's result is kept as a non-blocking readiness check for the reads that follow
-  (`ThreadState.busy`: idle at the request, the whole read waited; still busy at the delivery,
+  (`ThreadState.step_done`: idle at the request, the whole read waited; still busy at the delivery,
   none of it did);
 - a step that the next read finds still running is handed to a daemon thread, which blocks on
   it (`block_until_ready`, which releases the GIL) and emits its DONE record when it is done.
@@ -72,11 +72,11 @@ def watch_jax(exec_id: int | None, result: Any) -> None:
     if exec_id is None:  # no step of a plain loop (a framework's own loop times itself)
         return
     array = last_array(result)
-    tracker.state().busy = None if array is None else _Pending(exec_id, array)
+    tracker.state().step_done = None if array is None else _Pending(exec_id, array)
 
 
 class _Pending:
-    """A dispatched step's readiness check (`ThreadState.busy`). A read that finds the step
+    """A dispatched step's readiness check (`ThreadState.step_done`). A read that finds the step
     still running hands it to the helper thread, whose DONE record the read's wait is counted
     from (attribution.py holds the read's step for it). A step done by the next read, or
     followed by none, costs the thread nothing."""
@@ -89,12 +89,12 @@ class _Pending:
         self.queued = False
 
     def __call__(self) -> bool:
-        busy = not self.array.is_ready()  # an error tells nothing: the caller's to catch
-        if busy and not self.queued:  # the read may see it finish: its end is wanted
+        done = bool(self.array.is_ready())  # an error tells nothing: the caller's to catch
+        if not done and not self.queued:  # the read may see it finish: its end is wanted
             self.queued = True
             _start()
             _queue.put((self.exec_id, self.array))
-        return busy
+        return done
 
 
 def _start() -> None:

@@ -47,11 +47,10 @@ def timed_next(
     if st.in_pull or (st.mute and not force):
         return next_fn(iterator)
     clock = tracker.clock
-    busy_check = st.busy
+    done_check = st.step_done
     st.in_pull = True
-    busy = 0 if busy_check is None else busy_bits(busy_check, BUSY_AT_REQUEST)
-    if ready is not None:
-        busy |= busy_bits(lambda: ready(iterator), READY_AT_REQUEST)
+    at_request = 0 if done_check is None else busy_bits(done_check, BUSY_AT_REQUEST)
+    busy = at_request if ready is None else at_request | _ready_bits(ready, iterator)
     request = clock()
     try:
         if waited is None:
@@ -67,8 +66,8 @@ def timed_next(
         raise
     delivery = clock() if waited is None else min(request + waited_ns, clock())
     st.in_pull = False
-    if busy_check is not None:
-        busy |= busy_bits(busy_check, BUSY_AT_DELIVERY)
+    if done_check is not None and still_running(at_request):
+        busy |= busy_bits(done_check, BUSY_AT_DELIVERY)
     if busy & READY_AT_REQUEST and handed_over is not None:
         held = _held(handed_over, iterator, delivery - request)
         if held is None:
@@ -79,15 +78,30 @@ def timed_next(
     return item
 
 
-def busy_bits(check: Callable[[], bool] | None, bit: int) -> int:
-    """`bit` (with CHECKED) if `check()` says the device is busy; 0 if it cannot tell (no
-    check, or one that fails)."""
-    if check is None:
+def busy_bits(done: Callable[[], bool] | None, bit: int) -> int:
+    """`bit` (with CHECKED) if `done()` says the device is still running the step; 0 if it
+    cannot tell (no check, or one that fails)."""
+    if done is None:
         return 0
     try:
-        return CHECKED | (bit if check() else 0)
+        return CHECKED | (0 if done() else bit)
     except Exception:  # a readiness check that fails tells nothing
         return 0
+
+
+def _ready_bits(ready: Callable[[Any], bool], iterator: Any) -> int:
+    """READY_AT_REQUEST (with CHECKED) if `ready(iterator)` says its next item is made; 0 if
+    it cannot tell."""
+    try:
+        return CHECKED | (READY_AT_REQUEST if ready(iterator) else 0)
+    except Exception:  # a check that fails tells nothing
+        return 0
+
+
+def still_running(busy: int) -> bool:
+    """Whether a pull's delivery needs its own readiness check: not where its request found
+    the step done (a step once done stays done: the check, a few µs, is spared)."""
+    return bool(busy & BUSY_AT_REQUEST) or not busy & CHECKED
 
 
 def _held(check: Callable[[Any, int], int | None], iterator: Any, took_ns: int) -> int | None:
@@ -102,14 +116,15 @@ def loop_read_requested() -> tuple[int, int]:
     """A plain loop asks its own generator or iterator class for a batch (generator_pulls.py,
     legacy_reads.py, legacy_generator.py): (the request's time, whether the step before still
     runs on the device, as `busy_bits` says it)."""
-    busy = busy_bits(tracker.state().busy, BUSY_AT_REQUEST)
+    busy = busy_bits(tracker.state().step_done, BUSY_AT_REQUEST)
     return tracker.clock(), busy
 
 
 def loop_read_delivered(request: int, busy: int) -> None:
     """That read gave its batch now: a wait of the open step (`tracker.generator_pull`)."""
     delivered = tracker.clock()
-    busy |= busy_bits(tracker.state().busy, BUSY_AT_DELIVERY)
+    if still_running(busy):
+        busy |= busy_bits(tracker.state().step_done, BUSY_AT_DELIVERY)
     tracker.generator_pull(request, delivered, busy)
 
 

@@ -10,7 +10,7 @@ For the phase it is in, the Keras callback wraps the function Keras calls once p
   calls the function `make_*_function` made: that one is wrapped as it is made, for good;
 - JAX and torch dispatch asynchronously: after each call a non-blocking readiness check of its
   results (`jax.Array.is_ready`, a CUDA event's `query`) is kept for the input pulls that
-  follow (`tracker.ThreadState.busy`). Nothing here waits for the device.
+  follow (`tracker.ThreadState.step_done`). Nothing here waits for the device.
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ def _track_completion(model: Any, name: str, backend: str) -> Callable[[], None]
     def tracked(*args: Any, **kwargs: Any) -> Any:
         result = function(*args, **kwargs)
         try:
-            tracker.state().busy = readiness(result)
+            tracker.state().step_done = readiness(result)
         except Exception:
-            tracker.state().busy = None
+            tracker.state().step_done = None
         return result
 
     tracked._gpuwhy_inner = function  # type: ignore[attr-defined]
@@ -71,21 +71,21 @@ def _track_completion(model: Any, name: str, backend: str) -> Callable[[], None]
 
 def _jax_readiness(result: Any) -> Callable[[], bool] | None:
     leaf = find_output(result, "is_ready")
-    return None if leaf is None else (lambda: not leaf.is_ready())
+    return None if leaf is None else leaf.is_ready  # bound: nothing else made per call
 
 
 def _torch_readiness(result: Any) -> Callable[[], bool] | None:
     leaf = find_output(result, "is_cuda")
     if leaf is None or not leaf.is_cuda:
-        return _never_busy  # CPU tensors: the call returned when the work was done
+        return _always_done  # CPU tensors: the call returned when the work was done
     torch = sys.modules["torch"]
     event = torch.cuda.Event()
     event.record()  # enqueued after the execution's work; query() never blocks
-    return lambda: not event.query()
+    return event.query  # type: ignore[no-any-return]
 
 
-def _never_busy() -> bool:
-    return False
+def _always_done() -> bool:
+    return True
 
 
 def _stamp_returns(model: Any, name: str) -> Callable[[], None] | None:

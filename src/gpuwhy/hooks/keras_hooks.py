@@ -146,7 +146,7 @@ class KerasSpans:
         if restore is not None:
             restore()
         if not self._depths:
-            tracker.state().busy = None
+            tracker.state().step_done = None
 
     def _begin(self, phase: str, batch: int) -> None:
         t = tracker.clock()

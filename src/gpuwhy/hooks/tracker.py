@@ -142,7 +142,6 @@ class ThreadState:
 
     __slots__ = (
         "__weakref__",
-        "busy",
         "data_modes",
         "ending",
         "eval_at",
@@ -159,6 +158,7 @@ class ThreadState:
         "phases",
         "prev_exec",
         "step",
+        "step_done",
     )
 
     def __init__(self) -> None:
@@ -185,9 +185,10 @@ class ThreadState:
         # The records of an implicit phase not yet named (train, or an evaluation): held back
         # until the loop trains or ends.
         self.pending: list[tuple[Any, ...]] | None = None
-        # Is the device still running the last execution? (a non-blocking readiness check,
-        # set by a framework loop that can tell; None where nothing can)
-        self.busy: Callable[[], bool] | None = None
+        # Has the device run the last execution? (a non-blocking readiness check, such as the
+        # bound `jax.Array.is_ready` or CUDA event `query`: nothing made per step; set by a
+        # framework loop that can tell; None where nothing can)
+        self.step_done: Callable[[], bool] | None = None
         # A plain loop's data ended and its iterator is not yet destroyed (`released_by_loop`).
         self.ending: _Ending | None = None
 
