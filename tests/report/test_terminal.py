@@ -210,6 +210,22 @@ def test_verdict_of_a_job_that_failed_before_its_first_step_says_so(tmp_path: Pa
     assert verdict(_diagnosis(trained)) == "No runtime problem found (no GPU use was recorded)"
 
 
+def test_verdict_of_a_job_with_no_training_step_says_none_was_seen(tmp_path: Path) -> None:
+    # `python -c ...`, a script that only loads data: "no problem found" would be a guess.
+    plain = Run(tmp_path / "p.db", duration_s=2, environment=GPU_OK_ENV)
+    assert verdict(_diagnosis(plain)) == (
+        "No training step seen: the job used none of the frameworks gpuwhy watches "
+        "(TensorFlow, Keras, PyTorch, JAX)"
+    )
+    # torch imported (its hooks said so), no loop gpuwhy knows.
+    torch_only = Run(tmp_path / "t.db", duration_s=2, environment=GPU_OK_ENV)
+    torch_only.event(0.1, "hooks", "torch hooks loaded", framework="torch")
+    assert verdict(_diagnosis(torch_only)) == (
+        "No training step seen in this torch job (a loop gpuwhy does not know can mark its "
+        "steps: `gpuwhy.step()`)"
+    )
+
+
 def test_one_time_work_gets_its_own_line_under_the_table(tmp_path: Path) -> None:
     run = Run(tmp_path / "r.db", duration_s=6, command=["python", "train.py"])
     t = run.steps("train", 1.3, 1, 1.5)  # 0.3 s before the first step, a 1.5 s traced step

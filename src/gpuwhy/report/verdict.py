@@ -98,6 +98,8 @@ def verdict(diagnosis: Diagnosis) -> str:
         )
     elif _not_seen_inside(diagnosis):
         parts.append("the job was not seen inside: gpuwhy's hooks did not load in it")
+    elif not stepped:  # nothing trained where gpuwhy looks: "no problem" would be a guess
+        parts.append(_no_step_seen(Framework(diagnosis.framework)))
     elif not parts:
         parts.append("No runtime problem found (no GPU use was recorded)")
     else:
@@ -106,6 +108,18 @@ def verdict(diagnosis: Diagnosis) -> str:
         parts.append("no runtime problem found" + (f" ({_hints(hints)})" if hints else ""))
     text = "; ".join(parts)
     return text[:1].upper() + text[1:]  # a sentence, whichever part leads
+
+
+def _no_step_seen(framework: Framework) -> str:
+    if framework is Framework.UNKNOWN:
+        return (
+            "no training step seen: the job used none of the frameworks gpuwhy watches "
+            "(TensorFlow, Keras, PyTorch, JAX)"
+        )
+    return (
+        f"no training step seen in this {framework.value} job (a loop gpuwhy does not know "
+        "can mark its steps: `gpuwhy.step()`)"
+    )
 
 
 def _not_seen_inside(diagnosis: Diagnosis) -> bool:
