@@ -43,15 +43,14 @@ _lock = threading.Lock()
 def find_output(result: Any, has: str, *, last: bool = False, depth: int = 0) -> Any:
     """The first (or last) of a step's outputs that has attribute `has`, looked for in
     nested tuples, lists and dicts' values (keras_functions.py's readiness checks too)."""
-    if hasattr(result, has):
-        return result
-    if depth >= _DEPTH:
-        return None
+    # Containers first: a failed attribute lookup (raising inside) costs more than the tests.
     if isinstance(result, dict):
-        items = list(result.values())
+        items: Any = result.values()
     elif isinstance(result, (list, tuple)):
-        items = list(result)
+        items = result
     else:
+        return result if hasattr(result, has) else None
+    if depth >= _DEPTH:
         return None
     for item in reversed(items) if last else items:
         found = find_output(item, has, last=last, depth=depth + 1)
