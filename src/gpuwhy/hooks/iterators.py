@@ -66,7 +66,7 @@ def timed_next(
         raise
     delivery = clock() if waited is None else min(request + waited_ns, clock())
     st.in_pull = False
-    if done_check is not None and still_running(at_request):
+    if done_check is not None and _still_running(at_request):
         busy |= busy_bits(done_check, BUSY_AT_DELIVERY)
     if busy & READY_AT_REQUEST and handed_over is not None:
         held = _held(handed_over, iterator, delivery - request)
@@ -98,7 +98,7 @@ def _ready_bits(ready: Callable[[Any], bool], iterator: Any) -> int:
         return 0
 
 
-def still_running(busy: int) -> bool:
+def _still_running(busy: int) -> bool:
     """Whether a pull's delivery needs its own readiness check: not where its request found
     the step done (a step once done stays done: the check, a few µs, is spared)."""
     return bool(busy & BUSY_AT_REQUEST) or not busy & CHECKED
@@ -123,7 +123,7 @@ def loop_read_requested() -> tuple[int, int]:
 def loop_read_delivered(request: int, busy: int) -> None:
     """That read gave its batch now: a wait of the open step (`tracker.generator_pull`)."""
     delivered = tracker.clock()
-    if still_running(busy):
+    if _still_running(busy):
         busy |= busy_bits(tracker.state().step_done, BUSY_AT_DELIVERY)
     tracker.generator_pull(request, delivered, busy)
 

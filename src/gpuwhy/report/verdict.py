@@ -96,10 +96,8 @@ def verdict(diagnosis: Diagnosis) -> str:
             f"the job exited with code {diagnosis.exit_code} before its first step "
             "(its own output says why)"
         )
-    elif _not_seen_inside(diagnosis):
-        parts.append("the job was not seen inside: gpuwhy's hooks did not load in it")
     elif not stepped:  # nothing trained where gpuwhy looks: "no problem" would be a guess
-        parts.append(_no_step_seen(Framework(diagnosis.framework)))
+        parts.append(_no_step_seen(diagnosis))
     elif not parts:
         parts.append("No runtime problem found (no GPU use was recorded)")
     else:
@@ -110,7 +108,13 @@ def verdict(diagnosis: Diagnosis) -> str:
     return text[:1].upper() + text[1:]  # a sentence, whichever part leads
 
 
-def _no_step_seen(framework: Framework) -> str:
+def _no_step_seen(diagnosis: Diagnosis) -> str:
+    """Why a job that ended well has no step: its hooks did not load (where another process
+    of the job was seen, its steps make its report stand, with the line), it used no watched
+    framework, or its loop is one gpuwhy does not know."""
+    if any(spot.kind == HOOKS_UNAVAILABLE for spot in diagnosis.blind_spots):
+        return "the job was not seen inside: gpuwhy's hooks did not load in it"
+    framework = Framework(diagnosis.framework)
     if framework is Framework.UNKNOWN:
         return (
             "no training step seen: the job used none of the frameworks gpuwhy watches "
@@ -119,14 +123,6 @@ def _no_step_seen(framework: Framework) -> str:
     return (
         f"no training step seen in this {framework.value} job (a loop gpuwhy does not know "
         "can mark its steps: `gpuwhy.step()`)"
-    )
-
-
-def _not_seen_inside(diagnosis: Diagnosis) -> bool:
-    """No step was recorded, and the hooks said they could not load: "no problem" would be a
-    guess (where another process of the job was seen, its report stands, with the line)."""
-    return not any(p.steps for p in diagnosis.phases.values()) and any(
-        spot.kind == HOOKS_UNAVAILABLE for spot in diagnosis.blind_spots
     )
 
 
