@@ -15,7 +15,7 @@ import pytest
 
 from gpuwhy.hooks import iterators, tracker
 from gpuwhy.hooks.attribution import BUSY_AT_DELIVERY, BUSY_AT_REQUEST, CHECKED
-from gpuwhy.hooks.completion import last_array
+from gpuwhy.hooks.completion import OutputFinder, last_array_finder
 from hooks.test_hooks_sync_path import gpuwhy_run
 from support import framework_env
 
@@ -69,17 +69,38 @@ def _train_phase(tmp_path: Path, read_ms: float, source: str, python: str) -> tu
     return report["phases"]["train"], compute_ms
 
 
-def test_the_last_array_of_a_step_s_outputs_is_its_loss() -> None:
-    class Array:
-        def block_until_ready(self) -> Array:
-            return self
+class Array:
+    def block_until_ready(self) -> Array:
+        return self
 
+
+def test_the_last_array_of_a_step_s_outputs_is_its_loss() -> None:
     params, state, loss = [Array(), Array()], {"m": Array()}, Array()
-    assert last_array((params, state, loss)) is loss  # `return params, opt_state, loss`
-    assert last_array({"params": params, "metrics": {"loss": loss}}) is loss
-    assert last_array((loss, 3.0, "text")) is loss
-    assert last_array((1, "no array", None)) is None
-    assert last_array(np.zeros(3)) is None  # NumPy has no asynchronous result
+    for outputs in [
+        (params, state, loss),  # `return params, opt_state, loss`
+        {"params": params, "metrics": {"loss": loss}},
+        (loss, 3.0, "text"),
+    ]:
+        assert last_array_finder()(outputs) is loss
+    assert last_array_finder()((1, "no array", None)) is None
+    assert last_array_finder()(np.zeros(3)) is None  # NumPy has no asynchronous result
+
+
+def test_a_step_s_output_is_found_where_the_last_result_had_it_else_searched_again() -> None:
+    find = OutputFinder("block_until_ready")
+    first, second = Array(), Array()
+    assert find(({"loss": first}, [Array()])) is first
+    assert find.path == (0, "loss")
+    assert find(({"loss": second}, [])) is second  # the same structure: found there
+    assert find.path == (0, "loss")
+    # Another structure: the old path leads nowhere, or to no such output; searched again.
+    assert find(([first],)) is first
+    assert find.path == (0, 0)
+    assert find(({"loss": 1.0, "acc": second},)) is second
+    assert find.path == (0, "acc")
+    assert find((1.0,)) is None
+    assert find.path is None
+    assert find(([second],)) is second
 
 
 @pytest.mark.parametrize(

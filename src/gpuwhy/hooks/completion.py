@@ -40,37 +40,69 @@ _thread: threading.Thread | None = None
 _lock = threading.Lock()
 
 
-def find_output(result: Any, has: str, *, last: bool = False, depth: int = 0) -> Any:
-    """The first (or last) of a step's outputs that has attribute `has`, looked for in
-    nested tuples, lists and dicts' values (keras_functions.py's readiness checks too)."""
+class OutputFinder:
+    """Finds the first (or `last`) of a step function's outputs that has attribute `has`, in
+    nested tuples, lists and dicts' values.
+
+    A compiled step returns the same structure every call, so where the first result had it
+    (its keys and indices) is tried first on the next: one call a step, not one per level and
+    item searched. A result of another structure is searched again."""
+
+    __slots__ = ("has", "last", "path")
+
+    def __init__(self, has: str, *, last: bool = False) -> None:
+        self.has = has
+        self.last = last
+        self.path: tuple[Any, ...] | None = None
+
+    def __call__(self, result: Any) -> Any:
+        path = self.path
+        if path is not None:
+            leaf = result
+            try:
+                for key in path:
+                    leaf = leaf[key]
+            except Exception:  # another structure
+                pass
+            else:
+                if hasattr(leaf, self.has):
+                    return leaf
+        path = self.path = output_path(result, self.has, self.last)
+        if path is None:
+            return None
+        for key in path:
+            result = result[key]
+        return result
+
+
+def output_path(result: Any, has: str, last: bool, depth: int = 0) -> tuple[Any, ...] | None:
+    """The keys and indices of the first (or last) output with attribute `has` (`OutputFinder`);
+    None where none has it."""
     # Containers first: a failed attribute lookup (raising inside) costs more than the tests.
     if isinstance(result, dict):
-        items: Any = result.values()
+        items: Any = result.items()
     elif isinstance(result, (list, tuple)):
-        items = result
+        items = enumerate(result)
     else:
-        return result if hasattr(result, has) else None
+        return () if hasattr(result, has) else None
     if depth >= _DEPTH:
         return None
-    for item in reversed(items) if last else items:
-        found = find_output(item, has, last=last, depth=depth + 1)
+    for key, item in reversed(list(items)) if last else items:
+        found = output_path(item, has, last, depth + 1)
         if found is not None:
-            return found
+            return (key, *found)
     return None
 
 
-def last_array(result: Any) -> Any:
-    """The last JAX array among a step's outputs (a tuple's last item, a dict's last value):
-    its loss, not a buffer the next step may donate."""
-    return find_output(result, "block_until_ready", last=True)
+def last_array_finder() -> OutputFinder:
+    """Finds the last JAX array among a step's outputs (a tuple's last item, a dict's last
+    value): its loss, not a buffer the next step may donate."""
+    return OutputFinder("block_until_ready", last=True)
 
 
-def watch_jax(exec_id: int | None, result: Any) -> None:
+def watch_jax(exec_id: int, array: Any) -> None:
     """Keep, for this thread's next reads, whether the execution `exec_id` (a closed step)
-    that made `result` is done; a DONE record will say when."""
-    if exec_id is None:  # no step of a plain loop (a framework's own loop times itself)
-        return
-    array = last_array(result)
+    that made `array` (its last, `last_array_finder`) is done; a DONE record will say when."""
     tracker.state().step_done = None if array is None else _Pending(exec_id, array)
 
 

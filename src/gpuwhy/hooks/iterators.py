@@ -49,7 +49,14 @@ def timed_next(
     clock = tracker.clock
     done_check = st.step_done
     st.in_pull = True
-    at_request = 0 if done_check is None else busy_bits(done_check, BUSY_AT_REQUEST)
+    # The request's readiness check is asked here, not through `busy_bits`: one call fewer on
+    # every pull, whose cost is mostly calls (docs/hooks.md, "Cost").
+    at_request = 0
+    if done_check is not None:
+        try:
+            at_request = FOUND_DONE if done_check() else FOUND_DONE | BUSY_AT_REQUEST
+        except Exception:  # a readiness check that fails tells nothing
+            at_request = 0
     busy = at_request if ready is None else at_request | _ready_bits(ready, iterator)
     request = clock()
     try:
@@ -59,14 +66,18 @@ def timed_next(
             item, waited_ns = waited(lambda: next_fn(iterator))
     except StopIteration:
         st.in_pull = False
-        _record(st, iterator, request, clock(), False, force, 0)
+        try:
+            tracker.pull_in(st, iterator, request, clock(), False, force, 0)
+        except Exception as error:
+            _failed(error)
         raise
     except BaseException:
         st.in_pull = False
         raise
     delivery = clock() if waited is None else min(request + waited_ns, clock())
     st.in_pull = False
-    if done_check is not None and _still_running(at_request):
+    # A step once done stays done: asked again only where the request did not find it done.
+    if done_check is not None and at_request != FOUND_DONE:
         busy |= busy_bits(done_check, BUSY_AT_DELIVERY)
     if busy & READY_AT_REQUEST and handed_over is not None:
         held = _held(handed_over, iterator, delivery - request)
@@ -74,8 +85,15 @@ def timed_next(
             busy &= ~READY_AT_REQUEST  # it waited after all (or cannot tell): timed whole
         else:
             busy |= held_bits(held)
-    _record(st, iterator, request, delivery, True, force, busy)
+    try:
+        tracker.pull_in(st, iterator, request, delivery, True, force, busy)
+    except Exception as error:
+        _failed(error)
     return item
+
+
+FOUND_DONE = CHECKED
+"""A request's readiness bits where the check found the step done (no BUSY_AT_REQUEST)."""
 
 
 def busy_bits(done: Callable[[], bool] | None, bit: int) -> int:
@@ -98,12 +116,6 @@ def _ready_bits(ready: Callable[[Any], bool], iterator: Any) -> int:
         return 0
 
 
-def _still_running(busy: int) -> bool:
-    """Whether a pull's delivery needs its own readiness check: not where its request found
-    the step done (a step once done stays done: the check, a few µs, is spared)."""
-    return bool(busy & BUSY_AT_REQUEST) or not busy & CHECKED
-
-
 def _held(check: Callable[[Any, int], int | None], iterator: Any, took_ns: int) -> int | None:
     """`check(iterator, took_ns)`; None where it fails (it tells nothing)."""
     try:
@@ -123,28 +135,19 @@ def loop_read_requested() -> tuple[int, int]:
 def loop_read_delivered(request: int, busy: int) -> None:
     """That read gave its batch now: a wait of the open step (`tracker.generator_pull`)."""
     delivered = tracker.clock()
-    if _still_running(busy):
+    if busy != FOUND_DONE:  # a step once done stays done
         busy |= busy_bits(tracker.state().step_done, BUSY_AT_DELIVERY)
     tracker.generator_pull(request, delivered, busy)
 
 
-def _record(
-    st: tracker.ThreadState,
-    source: object,
-    request: int,
-    delivery: int,
-    ok: bool,
-    force: bool,
-    busy: int,
-) -> None:
-    try:
-        tracker.pull_in(st, source, request, delivery, ok, force, busy)
-    except Exception as error:  # never into the user's loop
-        emitter.report_once("pull", f"input pull hook failed: {error!r}")
+def _failed(error: Exception) -> None:
+    """A pull's record failed: said once, never raised into the user's loop."""
+    emitter.report_once("pull", f"input pull hook failed: {error!r}")
 
 
 class TimedIterator:
-    """Wraps an iterator so that each `next()` is a timed pull (used for framework loops)."""
+    """Wraps an iterator so that each `next()` is a timed pull (used only inside framework
+    loops, which define their steps)."""
 
     __slots__ = ("__weakref__", "_inner")
 
@@ -155,7 +158,9 @@ class TimedIterator:
         return self
 
     def __next__(self) -> Any:
-        return timed_next(_next, self, force=True)
+        # The builtin `next` of the inner iterator: no Python call between. (A framework's loop
+        # owns its steps, so the pull's source, here the inner iterator, is not asked.)
+        return timed_next(next, self._inner, force=True)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

@@ -14,7 +14,8 @@ while it is traced. So:
   where nothing else (a framework loop, `gpuwhy.step()`, a hooked iterator) defines steps. The
   first call's tracing and compiling end before the first step begins. The call returns
   before the device ran it: when it is done is stamped apart (completion.py), so that the
-  next step's reads wait only from then.
+  next step's reads wait only from then. Called inside a framework's loop (Keras's `fit` on
+  JAX), which defines and times its own steps, it only notes that the process trains.
 - A function that does not train, called `EVAL_CALLS` times or more between two train calls,
   is an evaluation: that span becomes a "validation" phase (`tracker.model_mode`), as a torch
   model's `.eval()` ... `.train()` does. A helper called once a step is not one.
@@ -69,6 +70,7 @@ class Compiled:
     def __init__(self, compiled: Callable[..., Any]) -> None:
         self._gpuwhy_compiled = compiled
         self._gpuwhy_trains = False
+        self._gpuwhy_last_array = completion.last_array_finder()
         functools.update_wrapper(self, compiled)
         self.__wrapped__ = getattr(compiled, "__wrapped__", compiled)  # the user's function
 
@@ -92,6 +94,14 @@ class Compiled:
                 return self._gpuwhy_compiled(*args, **kwargs)
             finally:
                 stack.pop()
+        if tracker.state().framework:  # a framework's loop (Keras) bounds and times its steps
+            try:
+                result = self._gpuwhy_compiled(*args, **kwargs)
+            finally:
+                stack.pop()
+            if self._gpuwhy_trains and tracker.awaiting_training:
+                _trained()
+            return result
         started = tracker.clock()
         try:
             result = self._gpuwhy_compiled(*args, **kwargs)
@@ -104,13 +114,23 @@ class Compiled:
         return result
 
 
+def _trained() -> None:
+    """A train step called by a framework's loop: the process trains (`tracker.trained`)."""
+    try:
+        tracker.trained()
+    except Exception as error:  # never into the user's loop
+        emitter.report_once("jax.steps", f"JAX step hook failed: {error!r}")
+
+
 def _called(compiled: Compiled, started: int, ended: int, result: Any) -> None:
     between = _local.between
     if compiled._gpuwhy_trains:
         _evaluation_ends(between, started)
         between.trained = True
         tracker.trained()
-        completion.watch_jax(tracker.boundary(ended, dispatched=True), result)
+        exec_id = tracker.boundary(ended, dispatched=True)
+        if exec_id is not None:  # a step of a plain loop (a framework's own loop times itself)
+            completion.watch_jax(exec_id, compiled._gpuwhy_last_array(result))
     elif between.trained:
         if not between.others:
             between.first_ns = started

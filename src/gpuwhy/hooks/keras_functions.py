@@ -16,6 +16,7 @@ For the phase it is in, the Keras callback wraps the function Keras calls once p
 from __future__ import annotations
 
 import functools
+import operator
 import sys
 import weakref
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from typing import Any
 
 from gpuwhy.hooks import emitter, tfdata_wait, tracker
 from gpuwhy.hooks.attribution import DONE, SRC_GRAPH
-from gpuwhy.hooks.completion import find_output
+from gpuwhy.hooks.completion import OutputFinder
 
 _stamped_loops: weakref.WeakSet[Any] = weakref.WeakSet()  # compiled loops traced with stamps
 _checked_loops: weakref.WeakSet[Any] = weakref.WeakSet()  # traced under the wrapper: known
@@ -49,14 +50,21 @@ def _track_completion(model: Any, name: str, backend: str) -> Callable[[], None]
     function = vars(model).get(name)  # an instance attribute: no property, no JAX state sync
     if not callable(function) or getattr(function, "_gpuwhy_inner", None) is not None:
         return None
-    readiness = _jax_readiness if backend == "jax" else _torch_readiness
+    readiness: Callable[[Any], Callable[[], bool] | None]
+    if backend == "jax":
+        readiness, output = _jax_readiness, OutputFinder("is_ready")
+    else:
+        readiness, output = _torch_readiness, OutputFinder("is_cuda")
 
     def tracked(*args: Any, **kwargs: Any) -> Any:
         result = function(*args, **kwargs)
+        st = None
         try:
-            tracker.state().step_done = readiness(result)
-        except Exception:
-            tracker.state().step_done = None
+            st = tracker.state()
+            st.step_done = readiness(output(result))
+        except Exception:  # never into the user's fit: the pulls then tell nothing
+            if st is not None:
+                st.step_done = None
         return result
 
     tracked._gpuwhy_inner = function  # type: ignore[attr-defined]
@@ -69,13 +77,12 @@ def _track_completion(model: Any, name: str, backend: str) -> Callable[[], None]
     return restore
 
 
-def _jax_readiness(result: Any) -> Callable[[], bool] | None:
-    leaf = find_output(result, "is_ready")
-    return None if leaf is None else leaf.is_ready  # bound: nothing else made per call
+# The output's bound `is_ready`: nothing made per call, no Python call to get it (an output
+# not found, None, raises AttributeError: the check is then None).
+_jax_readiness = operator.attrgetter("is_ready")
 
 
-def _torch_readiness(result: Any) -> Callable[[], bool] | None:
-    leaf = find_output(result, "is_cuda")
+def _torch_readiness(leaf: Any) -> Callable[[], bool] | None:
     if leaf is None or not leaf.is_cuda:
         return _always_done  # CPU tensors: the call returned when the work was done
     torch = sys.modules["torch"]

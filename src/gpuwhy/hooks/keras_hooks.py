@@ -98,30 +98,22 @@ class KerasSpans:
         self._leave()
 
     # steps ------------------------------------------------------------------------------
-    @_safe
+    # Not `_safe`-wrapped: `_begin` and `_done` guard themselves, a call fewer every batch.
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-        if self._window is not None:
-            self._window.on_batch_begin()
-        self._train_batches += 1
-        self._begin("train", batch)
+        self._begin("train", batch, True)
 
-    @_safe
     def on_test_batch_begin(self, batch: int, logs: Any = None) -> None:
         self._begin(self._test_phase, batch)
 
-    @_safe
     def on_predict_batch_begin(self, batch: int, logs: Any = None) -> None:
         self._begin("predict", batch)
 
-    @_safe
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         self._done("train", batch)
 
-    @_safe
     def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
         self._done(self._test_phase, batch)
 
-    @_safe
     def on_predict_batch_end(self, batch: int, logs: Any = None) -> None:
         self._done("predict", batch)
 
@@ -148,30 +140,42 @@ class KerasSpans:
         if not self._depths:
             tracker.state().step_done = None
 
-    def _begin(self, phase: str, batch: int) -> None:
-        t = tracker.clock()
-        source = tracker.state().data_modes.get(phase, 0)
-        mode = source | EXPECT_DONE
-        in_graph_loop = source & SRC_GRAPH  # (Keras 3's predict pulls in Python: SRC_HOST)
-        if in_graph_loop or (source & SRC_HOST and self._backend == "jax"):
-            mode |= OVERLAP  # the next batch is requested while this one computes
-        spe = self._steps_per_execution
-        exec_id = tracker.begin_step(
-            t, steps=spe, expected=spe if source & SRC_HOST else None, mode=mode
-        )
-        execs = self._execs.setdefault(phase, {})
-        execs[batch] = exec_id
-        if len(execs) > _EXECS_KEPT:  # batch ends that never came (an exception, a stop)
-            execs.pop(next(iter(execs)), None)
+    def _begin(self, phase: str, batch: int, train: bool = False) -> None:
+        try:
+            if train:
+                if self._window is not None:
+                    self._window.on_batch_begin()  # (a profiler started there is not the step)
+                self._train_batches += 1
+            t = tracker.clock()
+            st = tracker.state()
+            source = st.data_modes.get(phase, 0)
+            mode = source | EXPECT_DONE
+            in_graph_loop = source & SRC_GRAPH  # (Keras 3's predict pulls in Python: SRC_HOST)
+            if in_graph_loop or (source & SRC_HOST and self._backend == "jax"):
+                mode |= OVERLAP  # the next batch is requested while this one computes
+            spe = self._steps_per_execution
+            exec_id = tracker.begin_step(
+                t, steps=spe, expected=spe if source & SRC_HOST else None, mode=mode, st=st
+            )
+            execs = self._execs.setdefault(phase, {})
+            execs[batch] = exec_id
+            if len(execs) > _EXECS_KEPT:  # batch ends that never came (an exception, a stop)
+                execs.pop(next(iter(execs)), None)
+        except Exception as error:
+            emitter.report_once("Keras.batch_begin", f"Keras hook failed: {error!r}")
 
     def _done(self, phase: str, batch: int) -> None:
         # May run on Keras's callback thread. Keras reports an execution's end as its first
         # batch + steps_per_execution - 1, even for a shorter last one
         # (references.md#keras-steps-per-execution).
-        t = tracker.clock()
-        exec_id = self._execs.get(phase, {}).pop(batch - self._steps_per_execution + 1, None)
-        if exec_id is not None and phase not in self._done_on_return:
-            emitter.emit((DONE, exec_id, t))
+        try:
+            t = tracker.clock()
+            first = batch - self._steps_per_execution + 1
+            exec_id = self._execs.get(phase, {}).pop(first, None)
+            if exec_id is not None and phase not in self._done_on_return:
+                emitter.emit((DONE, exec_id, t))
+        except Exception as error:
+            emitter.report_once("Keras.batch_end", f"Keras hook failed: {error!r}")
 
 
 def _int_or_one(value: Any) -> int:
