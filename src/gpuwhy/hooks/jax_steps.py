@@ -89,37 +89,24 @@ class Compiled:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         stack = _local.stack
         stack.append(self)
-        if len(stack) > 1:  # traced inside another compiled function: no call of the loop
-            try:
-                return self._gpuwhy_compiled(*args, **kwargs)
-            finally:
-                stack.pop()
-        if tracker.state().framework:  # a framework's loop (Keras) bounds and times its steps
-            try:
-                result = self._gpuwhy_compiled(*args, **kwargs)
-            finally:
-                stack.pop()
-            if self._gpuwhy_trains and tracker.awaiting_training:
-                _trained()
-            return result
-        started = tracker.clock()
+        # Traced inside another compiled function: no call of the loop. Called by a framework's
+        # loop (Keras), which bounds and times its own steps: only whether it trains counts.
+        outermost = len(stack) == 1
+        own_step = outermost and not tracker.state().framework
+        started = tracker.clock() if own_step else 0
         try:
             result = self._gpuwhy_compiled(*args, **kwargs)
         finally:
             stack.pop()
-        try:
-            _called(self, started, tracker.clock(), result)
-        except Exception as error:  # never into the user's loop
-            emitter.report_once("jax.steps", f"JAX step hook failed: {error!r}")
+        if outermost:
+            try:
+                if own_step:
+                    _called(self, started, tracker.clock(), result)
+                elif self._gpuwhy_trains and tracker.awaiting_training:
+                    tracker.trained()
+            except Exception as error:  # never into the user's loop
+                emitter.report_once("jax.steps", f"JAX step hook failed: {error!r}")
         return result
-
-
-def _trained() -> None:
-    """A train step called by a framework's loop: the process trains (`tracker.trained`)."""
-    try:
-        tracker.trained()
-    except Exception as error:  # never into the user's loop
-        emitter.report_once("jax.steps", f"JAX step hook failed: {error!r}")
 
 
 def _called(compiled: Compiled, started: int, ended: int, result: Any) -> None:
