@@ -13,11 +13,16 @@ each of TensorFlow's pools), and records delivered once at the end (on the calli
 repeatable. The hooked count includes attributing and encoding the step's records, as
 `gpuwhy run`'s socket would receive them.
 
+`--jobs delivery` counts the flusher thread's share instead: attributing the records of a
+Keras-on-JAX step and making its spans' lines for the socket (records made alike in both runs,
+delivered only in the hooked one), in deliveries of 0.2 s of its ~0.3 ms steps. That work holds
+the interpreter while the training thread would run, so it costs a step as much as a hook does.
+
 `--against REV` counts another revision's hooks in the same run (a git worktree of it), so a
 change to the hooks is judged side by side. Needs valgrind (`apt install valgrind`); each job
 takes a few minutes (torch's import alone is ~3 min under valgrind).
 
-    python bench/hook_instructions.py [--jobs torch keras] [--against REV] [--repeat 2]
+    python bench/hook_instructions.py [--jobs torch keras delivery] [--against REV] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,7 +50,13 @@ from gpuwhy.wire import ENV_PROFILE
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-JOBS = ("torch", "keras")
+JOBS = ("torch", "keras", "delivery")
+LABELS = {
+    "torch": "PyTorch loop",
+    "keras": "Keras `fit` on tensorflow",
+    "delivery": "delivery of a Keras-on-JAX step's records (flusher thread)",
+}
+DELIVERY_EVERY = 700  # steps a delivery holds: 0.2 s of Keras-on-JAX steps of ~0.3 ms
 VARIANTS = ("bare", "hooked", "armed")  # armed: hooked, with a `--profile` window to come
 _REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 METHOD = (
@@ -64,12 +76,18 @@ METHOD = (
     "(2026-11-28); so revisions are compared in one run (`--against`), and differences under "
     "~5k a step (a tenth of the hooks' cost on the PyTorch loop, where wall time moves by more "
     "than all of it) are not resolved. Instructions are not time: a cache miss costs more than "
-    "an addition."
+    "an addition. Delivery (`--jobs delivery`): the records of a Keras-on-JAX step (a pull, "
+    "the step, its completion), made in both runs, and in the hooked one delivered by the "
+    "emitter {every} steps at a time to a sink of the socket's lines; no step of a job's own, "
+    "so no share and no armed variant."
 )
 
 
 def child(job: str, steps: int, hooked: bool) -> None:
     """One run of `job` for `steps` steps, in this process (the one valgrind counts)."""
+    if job == "delivery":
+        deliver(steps, hooked)
+        return
     import hook_cost
 
     from gpuwhy.hooks import emitter
@@ -82,6 +100,43 @@ def child(job: str, steps: int, hooked: bool) -> None:
     run()
     if hooked:
         emitter.flush(60.0)
+
+
+def deliver(steps: int, hooked: bool) -> None:
+    """The records a Keras `fit` on JAX sends for `steps` steps (a pull whose readiness check
+    found the last step done, the step, its completion), made; `hooked`: also delivered by the
+    emitter, `DELIVERY_EVERY` steps at a time, to the sink hook_cost.py times deliveries with
+    (lines, as the socket takes them).
+    Bare, only the records are made: the difference is the delivery's own work."""
+    import hook_cost
+
+    from gpuwhy.hooks import emitter
+    from gpuwhy.hooks.attribution import (
+        CHECKED,
+        DONE,
+        EXPECT_DONE,
+        OVERLAP,
+        PULL,
+        SRC_HOST,
+        STEP,
+    )
+
+    mode, us, start = SRC_HOST | OVERLAP | EXPECT_DONE, 1000, time.monotonic_ns()
+    records: list[tuple[object, ...]] = []
+    for i in range(1, steps + 1):
+        t = start + i * 300 * us  # (none older than the stale facts the delivery forgets)
+        prev = i - 1 if i > 1 else None
+        records += [
+            (PULL, i, t, t + 20 * us, CHECKED),
+            (STEP, "train", i, t, t + 300 * us, 1, i, prev, mode),
+            (DONE, i, t + 250 * us),
+        ]
+    if hooked:
+        emitter.configure(hook_cost._encode_and_drop)
+        every = 3 * DELIVERY_EVERY
+        for first in range(0, len(records), every):
+            emitter._buffer.extend(records[first : first + every])
+            emitter.flush(60.0)
 
 
 def armed(skip: int, directory: Path) -> dict[str, str]:
@@ -178,12 +233,12 @@ def measure(args: argparse.Namespace) -> list[str]:
         for rev in [None, *([args.against] if args.against else [])]:
             with revision(rev) as (name, src):
                 counted = {}
-                for variant in VARIANTS[1:]:
+                for variant in VARIANTS[1:] if job != "delivery" else ["hooked"]:
                     print(f"== {job}: {variant}, {name}", flush=True)
                     counted[variant] = [
                         per_step(job, steps, variant, src) for _ in range(args.repeat)
                     ]
-            rows.append((job, name, bare, counted["hooked"], counted["armed"]))
+            rows.append((job, name, bare, counted["hooked"], counted.get("armed")))
     lines = [
         "| job | gpuwhy | bare instructions per step | hooked | the hooks' (median) | "
         "the hooks' share | hooked, `--profile` armed | outside the window (armed − hooked, "
@@ -191,11 +246,14 @@ def measure(args: argparse.Namespace) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for job, name, bare, hooked, armed_ in rows:
-        label = "PyTorch loop" if job == "torch" else "Keras `fit` on tensorflow"
         cost = statistics.median(hooked) - statistics.median(bare)
+        if armed_ is None:  # no step of the job's own: its work is the whole count
+            lines.append(f"| {LABELS[job]} | {name} | {_counts(bare)} | {_counts(hooked)} | "
+                         f"{cost:,.0f} | — | — | — | — |")  # fmt: skip
+            continue
         outside = statistics.median(armed_) - statistics.median(hooked)
         lines.append(
-            f"| {label} | {name} | {_counts(bare)} | {_counts(hooked)} | {cost:,.0f} | "
+            f"| {LABELS[job]} | {name} | {_counts(bare)} | {_counts(hooked)} | {cost:,.0f} | "
             f"{cost / statistics.median(bare):.1%} | {_counts(armed_)} | {outside:,.0f} | "
             f"{outside / statistics.median(hooked):.2%} |"
         )
@@ -229,6 +287,7 @@ def document(args: argparse.Namespace, table: list[str]) -> str:
                     many=args.steps[1],
                     profile=PROFILE_STEPS,
                     skip=never_opens((args.steps[0], args.steps[1])),
+                    every=DELIVERY_EVERY,
                 ),
                 "",
                 *table,

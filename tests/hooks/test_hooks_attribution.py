@@ -6,6 +6,12 @@ ns); the same rules are validated against real training in test_wait_accuracy.py
 
 from __future__ import annotations
 
+import collections
+import sys
+from pathlib import Path
+from types import FrameType
+
+from gpuwhy.hooks import attribution
 from gpuwhy.hooks.attribution import (
     BUSY_AT_DELIVERY,
     BUSY_AT_REQUEST,
@@ -26,6 +32,7 @@ from gpuwhy.hooks.attribution import (
     held_bits,
 )
 from gpuwhy.model import Event, Span, SpanKind
+from gpuwhy.wire import decode, span_line
 
 MS = 1_000_000
 PID = 7
@@ -62,10 +69,15 @@ def test_phase_records_become_phase_spans_at_once() -> None:
     assert out == [Span("train", SpanKind.PHASE, ms(0), ms(10), pid=PID)]
 
 
-def test_records_already_spans_or_events_pass_through() -> None:
+def test_records_already_spans_or_events_pass_through_a_span_given_the_process() -> None:
     span = Span("eval", SpanKind.STEP, 1, 2)
     event = Event(3, "hook", "x")
-    assert Attributor().feed([span, event], [], 0, PID) == [span, event]
+    assert Attributor().feed([span, event], [], 0, PID) == [
+        Span("eval", SpanKind.STEP, 1, 2, pid=PID),
+        event,
+    ]
+    other = Span("eval", SpanKind.STEP, 1, 2, pid=PID + 1)
+    assert Attributor().feed([other], [], 0, PID) == [other]
 
 
 def test_a_host_pull_is_the_wait_of_its_step() -> None:
@@ -323,3 +335,51 @@ def test_readiness_checks_decide_the_first_pull() -> None:
         PID,
     )
     assert waits(finished) == [(4, 10, 1, 1)]  # finished during the pull, at its stamp
+
+
+def test_delivering_a_step_calls_five_of_gpuwhys_functions() -> None:
+    """The flusher attributes every step while the job trains, and holds the interpreter as it
+    does: a step of a framework loop that reports completion (a pull, the step, its DONE) costs
+    its readiness test, its resolution, its wait and the two lines of its spans, and no object
+    of gpuwhy's is made for it."""
+    mode = SRC_HOST | OVERLAP | EXPECT_DONE
+    records: list[tuple[object, ...]] = []
+    for i in range(1, 401):
+        records += [
+            (PULL, i, ms(i), ms(i + 0.1), CHECKED),
+            step(i, i, i + 1, i, i - 1 if i > 1 else None, mode),
+            (DONE, i, ms(i + 0.9)),
+        ]
+    package = str(Path(attribution.__file__).resolve().parents[1])
+    calls: collections.Counter[str] = collections.Counter()
+
+    def count(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code.co_filename.startswith(package):
+            calls[frame.f_code.co_qualname] += 1
+
+    attributor = Attributor(span=span_line)
+    lines = []
+    sys.setprofile(count)
+    try:
+        for first in range(0, len(records), 300):  # a delivery every 100 steps
+            lines += attributor.feed(records[first : first + 300], [], ms(500), PID)
+    finally:
+        sys.setprofile(None)
+    assert len(lines) == 2 * 400  # each step and its wait
+    assert all(decode(line).pid == PID for line in lines)
+    per_step = sum(calls.values()) / 400
+    assert per_step <= 5.05, dict(calls)  # (a delivery's own call, once a hundred steps)
+
+
+def test_completion_stamps_older_than_ten_seconds_are_forgotten_from_the_oldest() -> None:
+    """A long job's stamps do not pile up: past 4,096 kept, those over 10 s old go (swept from
+    the oldest, up to the first fresh one)."""
+    attributor = Attributor()
+    old = [(DONE, i, ms(i)) for i in range(5000)]  # 0-5 s
+    fresh = [(DONE, 10_000 + i, ms(12_000 + i)) for i in range(100)]  # 12-12.1 s
+    attributor.feed([*old, *fresh], [], ms(12_100), PID)
+    assert attributor._done.keys() == {done[1] for done in old if done[2] >= ms(2_100)} | {
+        done[1] for done in fresh
+    }
+    attributor.feed([], [], ms(30_000), PID)  # 3,000 kept: under the bound, none swept
+    assert len(attributor._done) == 2_900 + 100

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import functools
 import os
 import socket
@@ -244,7 +243,6 @@ def _deliver(*, final: bool, counts: bool = False) -> None:
         _counts["dropped"] += len(items)
         report_once("attribution", f"span attribution failed: {error!r}")
         return
-    records = [_with_pid(r) if type(r) is Span else r for r in records]
     sampler = _sampler
     if sampler is not None and _accepting:
         try:
@@ -263,10 +261,6 @@ def _deliver(*, final: bool, counts: bool = False) -> None:
         _counts["delivered"] += len(records)
     except Exception:
         _counts["dropped"] += len(records)
-
-
-def _with_pid(record: Span) -> Span:
-    return record if record.pid is not None else dataclasses.replace(record, pid=_pid)
 
 
 def _span_maker(sink: Sink | None) -> Callable[..., Any]:

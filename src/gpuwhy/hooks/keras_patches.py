@@ -54,31 +54,46 @@ def _wrap_loop(original: Callable[..., Any], *, base: type, backend: str) -> Cal
 
     @functools.wraps(original)
     def loop(self: Any, *args: Any, **kwargs: Any) -> Any:
-        st = None
-        try:
-            # The job trains with Keras (not merely imports it, as TensorFlow does): its family.
-            emitter.report_once(
-                "keras.loop", "Keras loop ran", kind="hooks", framework="keras", backend=backend
-            )
-            args, kwargs = _with_callback(args, kwargs, position, base)
-            st = tracker.state()
-            st.framework += 1
-            st.mute += 1
-            depth = len(st.phases)
-        except Exception as error:
-            emitter.report_once("keras.callbacks", f"Keras callback not added: {error!r}")
+        # The call comes first in this frame's code: TensorFlow captures the Python stack at
+        # every op and function call it runs eagerly (three a step of Keras's loop), and finds
+        # each frame's line by reading its code's line table up to the frame's position.
+        args, kwargs, st, depth = _enter(args, kwargs, position, base, backend)
         try:
             return original(self, *args, **kwargs)
         finally:
             if st is not None:
-                st.framework -= 1
-                st.mute -= 1
-                try:
-                    tracker.unwind(depth, tracker.clock())  # phases an exception left open
-                except Exception as error:
-                    emitter.report_once("keras.unwind", f"Keras phase not closed: {error!r}")
+                _leave(st, depth)
 
     return loop
+
+
+def _enter(
+    args: tuple[Any, ...], kwargs: dict[str, Any], position: int, base: type, backend: str
+) -> tuple[tuple[Any, ...], dict[str, Any], tracker.ThreadState | None, int]:
+    """A Keras loop begins: its arguments with gpuwhy's callback, this thread's state (None
+    where that failed) and its depth of phases."""
+    try:
+        # The job trains with Keras (not merely imports it, as TensorFlow does): its family.
+        emitter.report_once(
+            "keras.loop", "Keras loop ran", kind="hooks", framework="keras", backend=backend
+        )
+        args, kwargs = _with_callback(args, kwargs, position, base)
+        st = tracker.state()
+        st.framework += 1
+        st.mute += 1
+        return args, kwargs, st, len(st.phases)
+    except Exception as error:
+        emitter.report_once("keras.callbacks", f"Keras callback not added: {error!r}")
+        return args, kwargs, None, 0
+
+
+def _leave(st: tracker.ThreadState, depth: int) -> None:
+    st.framework -= 1
+    st.mute -= 1
+    try:
+        tracker.unwind(depth, tracker.clock())  # phases an exception left open
+    except Exception as error:
+        emitter.report_once("keras.unwind", f"Keras phase not closed: {error!r}")
 
 
 def _with_callback(
