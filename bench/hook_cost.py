@@ -566,15 +566,21 @@ def child(name: str, pairs: int, quick: bool) -> dict[str, Any]:
 # ------------------------------------------------------------------------------- the parent
 
 
-def _run_part(part: Part, args: argparse.Namespace) -> dict[str, Any]:
-    """Run one part in a child process and return what it measured; exits if it fails."""
-    pairs, quick = args.pairs, args.quick
+def child_env(backend: str | None) -> dict[str, str]:
+    """The environment of a child that installs the hooks itself, Keras on `backend`."""
     env = dict(os.environ)
     env.pop("GPUWHY_SOCKET", None)  # not a job under `gpuwhy run`, even if this bench is
     env["GPUWHY_BOOT"] = "0"  # no start-up hook: the child installs the hooks itself
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    if part.backend:
-        env["KERAS_BACKEND"] = part.backend
+    if backend:
+        env["KERAS_BACKEND"] = backend
+    return env
+
+
+def _run_part(part: Part, args: argparse.Namespace) -> dict[str, Any]:
+    """Run one part in a child process and return what it measured; exits if it fails."""
+    pairs, quick = args.pairs, args.quick
+    env = child_env(part.backend)
     python = sys.executable
     if part.python312:  # this gpuwhy, whatever that interpreter has installed
         python = str(args.python312)

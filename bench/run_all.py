@@ -90,6 +90,13 @@ BENCHES = (
         "Cost of the hooks per call and per step on short-step jobs",
     ),
     Bench(
+        "hook_ablation",
+        "hook_ablation.py",
+        (),
+        ("--quick",),
+        "Where a Keras-on-JAX step's hook cost lies: each per-step hook switched off in turn",
+    ),
+    Bench(
         "hook_instructions",
         "hook_instructions.py",
         ("--jobs", "torch", "keras", "--repeat", "2"),
