@@ -6,18 +6,23 @@ hook_cost.py's Keras job (Dense 64-1 over NumPy arrays, one epoch a run) on the 
 backend, where Keras pulls its batches in Python and each step's hooks run on the training
 thread. Each round runs every variant once, in an order rotated every round and reversed every
 other one, after a warm-up round. Reported: per variant, the median µs per step of wall time
-and of the training thread's CPU time (`time.thread_time` of the thread running `fit`: what
-gpuwhy spends there, not what Keras's callback thread or gpuwhy's flusher do beside it), and
-the medians of the per-round differences from the bare run.
+and of the training thread's CPU time (`time.thread_time` of the thread running `fit`: its
+work, gpuwhy's included, and its waits for the runtime where they spin; not what Keras's
+callback thread or gpuwhy's flusher do beside it), and the medians of the per-round
+differences from the bare run.
 
 A variant replaces gpuwhy's code, in this process only, with a body that does nothing: the
 callback's batch hooks (`KerasSpans._begin`, `_done`), the readiness check kept after each
 compiled call (`keras_functions._track_completion`), the timing of each pull
 (`iterators.timed_next`), the emitting of records (`emitter.emit`); the callback and the
-iterator wrapper stay in place. The flusher is held back while a run is timed: delivering the
-records is hook_cost.py's to measure. Instruction counts (bench/hook_instructions.py) cannot
-settle this: on JAX a bare step's count moves by far more than the hooks cost from run to run
-(docs/hooks.md, "Cost").
+iterator wrapper stay in place. One more keeps every hook but has the readiness check ask a
+Python function instead of the backend (JAX's `jax.Array.is_ready`). Each run starts with a
+garbage collection and collects nothing while timed. The flusher is held back while a run is
+timed: delivering the records is hook_cost.py's to measure. Instruction counts
+(bench/hook_instructions.py) cannot settle this: on JAX a bare step's count moves by far more
+than the hooks cost from run to run (docs/hooks.md, "Cost"). Nor does time split the cost
+among the hooks on JAX: one switch's figure moves by tens of µs from run to run, while every
+hook's and all four off's repeat (docs/hooks.md).
 
     python bench/hook_ablation.py [--backend jax] [--rounds 30] [--quick] [--out FILE]
 """
@@ -26,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gc
+import importlib.util
 import json
 import os
 import statistics
@@ -55,10 +62,19 @@ SWITCHES = {
     "pull timing off": "`iterators.timed_next` (each pull timed, its readiness asked)",
     "records off": "`emitter.emit` (every record appended for delivery)",
 }
+DEVICE_NOT_ASKED = "device not asked"
 
 
 def _nothing(*_: Any, **__: Any) -> None:
     return None
+
+
+def _done_now() -> bool:
+    return True
+
+
+def _asked_of_python(_: Any) -> Callable[[], bool]:
+    return _done_now
 
 
 def _untimed(next_fn: Callable[[Any], Any], iterator: Any, **_: Any) -> Any:
@@ -77,6 +93,10 @@ def _replacements() -> dict[str, list[tuple[Any, str, Any]]]:
         "records off": [(emitter, "emit", _nothing)],
     }
     by_switch[ALL_OFF] = [piece for pieces in by_switch.values() for piece in pieces]
+    # The readiness check kept, but asking a Python function, not the backend: what the
+    # backend's own check costs (JAX's `is_ready`; on the CPU, torch asks nothing).
+    asked = [(keras_functions, f"_{name}_readiness", _asked_of_python) for name in BACKENDS]
+    by_switch[DEVICE_NOT_ASKED] = asked
     return by_switch
 
 
@@ -90,9 +110,14 @@ def _clocked(run: Callable[[], None], pieces: list[tuple[Any, str, Any]] | None)
         for owner, name, stand_in in pieces:
             setattr(owner, name, stand_in)
         hooks(True)
+    # A full collection (~0.1 s in a process that loaded a framework) lands in whichever run
+    # reaches its threshold: each run starts collected, and collects nothing while timed.
+    gc.collect()
+    gc.disable()
     wall, cpu = time.perf_counter(), time.thread_time()
     run()
     cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+    gc.enable()
     emitted = len(emitter._buffer)  # held back: what this run emitted, none where it is off
     if pieces is not None:
         emitter.flush(30.0)
@@ -103,7 +128,8 @@ def _clocked(run: Callable[[], None], pieces: list[tuple[Any, str, Any]] | None)
 
 
 def child(rounds: int, quick: bool) -> dict[str, Any]:
-    """Every variant, `rounds` rounds, in this process: per variant, per round, µs per step."""
+    """Every variant, `rounds` rounds, in this process: per variant, per round, µs per step of
+    wall and training-thread CPU time, and records emitted a step."""
     from gpuwhy.hooks import emitter
 
     emitter.FLUSH_INTERVAL_S = 3600.0  # held back while a run is timed
@@ -135,6 +161,9 @@ def table(found: dict[str, Any]) -> list[str]:
     ]
     what = {BARE: "gpuwhy (no hooks installed)", FULL: "nothing", **SWITCHES}
     what[ALL_OFF] = "all four: what is left is the callback and the wrappers being there"
+    what[DEVICE_NOT_ASKED] = (
+        "the backend's readiness call: the check asks a Python function that says done"
+    )
     for name, rows in runs.items():
         medians = [statistics.median(row[k] for row in rows) for k in (0, 1)]
         over = [
@@ -173,6 +202,12 @@ def document(args: argparse.Namespace, found: dict[str, Any], load: str) -> str:
 
 
 def parent(args: argparse.Namespace) -> int:
+    missing = [name for name in ("keras", args.backend) if importlib.util.find_spec(name) is None]
+    if missing:
+        raise SystemExit(
+            f"hook_ablation.py: {' and '.join(missing)} not installed here: install them "
+            "(bash scripts/setup.sh installs both) or run another --backend"
+        )
     load_before = os.getloadavg()[0]
     env = child_env(args.backend)
     command = [sys.executable, str(Path(__file__).resolve()), "--child"]

@@ -22,6 +22,7 @@ VARIANTS = (
     "pull timing off",
     "records off",
     "every per-step hook off",
+    "device not asked",
 )
 
 
@@ -65,6 +66,7 @@ def test_a_quick_run_times_every_variant_and_each_switch_takes_its_part_out(
     assert records["batch hooks off"] < records["every hook"] / 2
     assert records["pull timing off"] < records["every hook"]
     assert records["readiness check off"] == pytest.approx(records["every hook"], abs=0.1)
+    assert records["device not asked"] == pytest.approx(records["every hook"], abs=0.1)
 
 
 @pytest.mark.parametrize(
